@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# trapline: the one entry point.
+#
+#   ./run.sh reproduce-all [--quick]     every experiment, one report
+#   ./run.sh test                        the test suite (what .ci/run calls)
+#   ./run.sh list | run ID ... | report [RUN] | build [--arch A]
+#
+# On a fresh Debian 12 machine the first call installs what trapline needs:
+# the Debian packages below (when missing) and a virtualenv with the pinned
+# Python dependencies (requirements.txt), cached outside the clone by content
+# hash. A second call checks both in well under a second and goes straight on.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+CACHE=${TRAPLINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/trapline}
+PYTHON=${TRAPLINE_PYTHON:-/usr/bin/python3}
+# The compilers build every kernel for x86_64, sparc64 and armv6; qemu-user
+# runs the cross-built kernels in the tests; python3-venv holds the harness.
+APT_PACKAGES=(make gcc libc6-dev binutils
+              gcc-sparc64-linux-gnu binutils-sparc64-linux-gnu
+              gcc-arm-linux-gnueabi binutils-arm-linux-gnueabi
+              qemu-user python3 python3-venv)
+
+say() { printf 'trapline: %s\n' "$*" >&2; }
+
+ensure_apt() {
+    local missing=() p
+    for p in "${APT_PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    local sudo=()
+    if [ "$(id -u)" -ne 0 ]; then
+        if command -v sudo >/dev/null; then sudo=(sudo); else
+            say "missing Debian packages: ${missing[*]}; install them as root (apt-get install ${missing[*]})"
+            exit 1
+        fi
+    fi
+    say "installing Debian packages: ${missing[*]}"
+    "${sudo[@]}" apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+}
+
+ensure_venv() {
+    local key
+    key=$( { cat "$HERE/requirements.txt"; "$PYTHON" -c 'import sys; print(sys.version)'; } | sha256sum | cut -c1-16)
+    VENV="$CACHE/venv-$key"
+    [ -f "$VENV/.ok" ] && return 0
+    say "creating the Python environment in $VENV (pinned: requirements.txt)"
+    rm -rf "$VENV"
+    mkdir -p "$CACHE"
+    "$PYTHON" -m venv "$VENV"
+    "$VENV/bin/pip" install -q --disable-pip-version-check -r "$HERE/requirements.txt" >&2
+    touch "$VENV/.ok"
+}
+
+if [ "${TRAPLINE_SKIP_APT:-0}" != 1 ]; then ensure_apt; fi
+ensure_venv
+export PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}"
+export MPLBACKEND=Agg
+cd "$HERE"
+if [ "${1:-}" = test ]; then
+    shift
+    exec "$VENV/bin/python" -m pytest "$@"
+fi
+exec "$VENV/bin/python" -m trapline "$@"

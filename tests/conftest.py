@@ -1,0 +1,67 @@
+"""Shared fixtures. Tests are numbered by subsystem (ChampSim style):
+10 experiments, 20 kernels, 30 CLI, 40 results, 50 host lane."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+@pytest.fixture
+def results_dir(tmp_path, monkeypatch):
+    d = tmp_path / "results"
+    monkeypatch.setenv("TRAPLINE_RESULTS", str(d))
+    return d
+
+
+def trapline(*args, env=None, timeout=600, **kw):
+    """Run the CLI as a user would (python -m trapline, i.e. what run.sh execs)."""
+    e = dict(os.environ)
+    e["PYTHONPATH"] = str(ROOT)
+    e.update(env or {})
+    return subprocess.run([sys.executable, "-m", "trapline", *args], capture_output=True, text=True,
+                          env=e, cwd=ROOT, timeout=timeout, **kw)
+
+
+@pytest.fixture(scope="session")
+def quick_all(tmp_path_factory):
+    """One `reproduce-all --quick`, SIGKILLed after two entries and resumed.
+    Shared by the results tests (atomicity, resume) and the host-lane tests
+    (effects), so the suite runs the lane once."""
+    import json
+    import signal
+    import time
+
+    root = tmp_path_factory.mktemp("quick-all") / "results"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TRAPLINE_RESULTS=str(root))
+    proc = subprocess.Popen([sys.executable, "-m", "trapline", "reproduce-all", "--quick"], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    deadline = time.monotonic() + 900
+    entries = []
+    while time.monotonic() < deadline and proc.poll() is None:
+        entries = sorted((root / ".incomplete").glob("*/entries/*.json")) if root.exists() else []
+        if len(entries) >= 2:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "reproduce-all finished before it could be killed:\n" + proc.stdout.read()
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    entries = sorted((root / ".incomplete").glob("*/entries/*.json"))
+    killed = {
+        "entries_done": len(entries),
+        "entry_mtimes": {p.name: os.path.getmtime(p) for p in entries},
+        "run_id": entries[0].parent.parent.name,
+        "summaries": [str(p) for p in root.rglob("summary.json")],
+        "latest": (root / "latest").exists(),
+    }
+    r = subprocess.run([sys.executable, "-m", "trapline", "reproduce-all", "--quick"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=1800)
+    assert r.returncode == 0, r.stdout + r.stderr
+    final = (root / "latest").resolve()
+    return {"killed": killed, "final": final, "resume_log": r.stderr,
+            "summary": json.loads((final / "summary.json").read_text())}

@@ -1,0 +1,3 @@
+from trapline.cli import main
+
+raise SystemExit(main())

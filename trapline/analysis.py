@@ -1,0 +1,243 @@
+"""From a kernel's parsed output to figures and a status.
+
+samples -> groups (variant + parameters) -> robust statistics per group
+        -> metrics (headline and figures) through selectors
+        -> checks (functional values) -> status
+
+Status is one of STATUSES. The rules are in judge(); they never look at the
+claimed figure except to report the ratio between claimed and reproduced.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from trapline.kernelio import KernelOutput, group_key
+
+STATUSES = ("reproduced", "differs", "not-applicable", "failed")
+# A sample shorter than this many timer ticks is too short to trust.
+MIN_TICKS_PER_SAMPLE = 1000
+MIN_REPS = 5
+
+
+def _quantile(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    if len(xs) == 1:
+        return xs[0]
+    pos = q * (len(xs) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+@dataclass
+class Group:
+    variant: str
+    params: dict[str, Any]
+    ns_per_op: list[float]
+    user_ns_per_op: list[float] = field(default_factory=list)
+    sys_ns_per_op: list[float] = field(default_factory=list)
+    sample_ns: list[int] = field(default_factory=list)
+    ops: list[int] = field(default_factory=list)
+
+    def stat(self, name: str = "ns_per_op") -> float:
+        xs = getattr(self, name)
+        if not xs:
+            raise KeyError(name)
+        return statistics.median(xs)
+
+    def summary(self) -> dict:
+        xs = self.ns_per_op
+        med = statistics.median(xs)
+        q1, q3 = _quantile(xs, 0.25), _quantile(xs, 0.75)
+        out = {
+            "variant": self.variant, **self.params, "n": len(xs),
+            "median_ns_per_op": med, "min_ns_per_op": min(xs), "max_ns_per_op": max(xs),
+            "q1_ns_per_op": q1, "q3_ns_per_op": q3,
+            "iqr_percent": (q3 - q1) / med * 100 if med else 0.0,
+            "ops_per_sample": statistics.median(self.ops),
+            "median_sample_ns": statistics.median(self.sample_ns),
+        }
+        if self.user_ns_per_op:
+            out["median_user_ns_per_op"] = statistics.median(self.user_ns_per_op)
+            out["median_sys_ns_per_op"] = statistics.median(self.sys_ns_per_op)
+        return out
+
+
+def groups(out: KernelOutput) -> list[Group]:
+    by: dict[tuple, Group] = {}
+    for s in out.samples:
+        key = group_key(s)
+        g = by.get(key)
+        if g is None:
+            g = by[key] = Group(variant=s.get("variant", ""), params=dict(key[1:]), ns_per_op=[])
+        g.ns_per_op.append(s["ns"] / s["ops"])
+        g.sample_ns.append(s["ns"])
+        g.ops.append(s["ops"])
+        if "user_ns" in s and "sys_ns" in s:
+            g.user_ns_per_op.append(s["user_ns"] / s["ops"])
+            g.sys_ns_per_op.append(s["sys_ns"] / s["ops"])
+    return list(by.values())
+
+
+def _matches(params: dict, variant: str, sel: dict) -> bool:
+    if "variant" in sel and sel["variant"] != variant:
+        return False
+    for k, v in sel.get("where", {}).items():
+        if str(params.get(k)) != str(v):
+            return False
+    return True
+
+
+def describe_selector(sel: dict) -> str:
+    parts = []
+    if "variant" in sel:
+        parts.append(f"variant={sel['variant']}")
+    parts += [f"{k}={v}" for k, v in sel.get("where", {}).items()]
+    what = f"count {sel['count']}" if "count" in sel else sel.get("stat", "ns_per_op")
+    return f"{what} of {' '.join(parts) or 'all'}"
+
+
+class MetricError(Exception):
+    pass
+
+
+def select(out: KernelOutput, gs: list[Group], sel: dict) -> float:
+    if "count" in sel:
+        vals = [c["value"] for c in out.counts
+                if c.get("name") == sel["count"] and _matches(c, c.get("variant", ""), sel)
+                and isinstance(c.get("value"), (int, float))]
+        if not vals:
+            raise MetricError(f"no counter matches {describe_selector(sel)}")
+        return float(sum(vals))
+    stat = sel.get("stat", "ns_per_op")
+    vals = []
+    for g in gs:
+        if _matches(g.params, g.variant, sel):
+            try:
+                vals.append(g.stat(stat))
+            except KeyError:
+                raise MetricError(f"samples of {describe_selector(sel)} carry no {stat}") from None
+    if not vals:
+        raise MetricError(f"no samples match {describe_selector(sel)}")
+    return statistics.median(vals)
+
+
+def metric_value(out: KernelOutput, gs: list[Group], m: dict) -> float:
+    if "ratio" in m:
+        num = select(out, gs, m["ratio"]["num"])
+        den = select(out, gs, m["ratio"]["den"])
+        if den == 0:
+            raise MetricError(f"{m['name']}: denominator ({describe_selector(m['ratio']['den'])}) is zero")
+        return num / den
+    return select(out, gs, m["value"])
+
+
+def run_checks(out: KernelOutput, checks: list[dict]) -> list[dict]:
+    results = []
+    for c in checks:
+        vals = [x.get("value") for x in out.checks if "variant" not in c or x.get("variant") == c["variant"]]
+        if not vals:
+            results.append({"name": c["name"], "ok": False, "detail": "the kernel printed no check value"})
+            continue
+        if "equals" in c:
+            ok = all(str(v) == str(c["equals"]) for v in vals)
+            detail = f"values {sorted(set(map(str, vals)))} expected {c['equals']}"
+        else:
+            ok = len(set(map(str, vals))) == 1
+            detail = f"values {sorted(set(map(str, vals)))} must all be equal"
+        results.append({"name": c["name"], "ok": ok, "detail": detail})
+    return results
+
+
+def timer_warnings(out: KernelOutput, gs: list[Group]) -> list[str]:
+    warn = []
+    tick = max(out.timer.get("res_ns", 1) or 1, out.timer.get("min_delta_ns", 1) or 1)
+    short = [g for g in gs if min(g.sample_ns) < MIN_TICKS_PER_SAMPLE * tick]
+    if short:
+        warn.append(f"{len(short)} group(s) have samples shorter than {MIN_TICKS_PER_SAMPLE} timer ticks "
+                    f"({MIN_TICKS_PER_SAMPLE * tick} ns)")
+    few = [g for g in gs if len(g.ns_per_op) < MIN_REPS]
+    if few:
+        warn.append(f"{len(few)} group(s) have fewer than {MIN_REPS} repetitions")
+    if not out.timer and gs:
+        warn.append("the kernel printed no timer check")
+    return warn
+
+
+def fmt(v: float | None) -> str:
+    if v is None:
+        return "-"
+    if v == 0:
+        return "0"
+    a = abs(v)
+    if a >= 100:
+        return f"{v:.0f}"
+    if a >= 10:
+        return f"{v:.1f}"
+    if a >= 0.01:
+        return f"{v:.2f}"
+    return f"{v:.2g}"
+
+
+def judge(spec: dict, headline: dict, out: KernelOutput | None, error: str | None) -> dict:
+    """Turn one platform's output into a summary entry (without id/platform)."""
+    name = spec.get("headline", {}).get("name", headline["name"])
+    claimed = spec.get("headline", {}).get("claimed", headline.get("claimed"))
+    unit = spec.get("headline", {}).get("unit", headline["unit"])
+    entry: dict[str, Any] = {"metric": name, "unit": unit, "claimed": claimed, "reproduced": None,
+                             "status": "failed", "note": "", "figures": [], "checks": [], "groups": [],
+                             "warnings": []}
+    if "not_applicable" in spec:
+        entry.update(status="not-applicable", note=spec["not_applicable"])
+        return entry
+    if error:
+        entry.update(status="failed", note=error)
+        return entry
+    assert out is not None
+    gs = groups(out)
+    entry["groups"] = [g.summary() for g in gs]
+    entry["warnings"] = timer_warnings(out, gs)
+    if not gs and out.skips:
+        reasons = sorted({s.get("reason", "?") for s in out.skips})
+        entry.update(status="not-applicable",
+                     note="not applicable on this host: the kernel skipped every variant ("
+                          + ", ".join(r.replace("_", " ") for r in reasons) + ")")
+        return entry
+    try:
+        value = metric_value(out, gs, spec["headline"])
+    except MetricError as e:
+        entry.update(status="failed", note=f"headline not computable: {e}")
+        return entry
+    entry["reproduced"] = value
+    if claimed:
+        entry["ratio_to_claim"] = value / claimed
+    for f in spec.get("figures", []):
+        try:
+            fv = metric_value(out, gs, f)
+        except MetricError as e:
+            fv, err = None, str(e)
+        else:
+            err = None
+        entry["figures"].append({"name": f["name"], "value": fv, "unit": f.get("unit", "x" if "ratio" in f else "ns"),
+                                 "claimed": f.get("claimed"), **({"error": err} if err else {})})
+    entry["checks"] = run_checks(out, spec.get("checks", []))
+    bad = [c for c in entry["checks"] if not c["ok"]]
+    if bad:
+        entry.update(status="failed", note="functional check failed: " + "; ".join(f"{c['name']}: {c['detail']}" for c in bad))
+        return entry
+    if "contrast" in spec:
+        entry.update(status="not-applicable", note="contrast only: " + spec["contrast"])
+        return entry
+    rif = spec["reproduced_if"]
+    ok = ("min" not in rif or value >= rif["min"]) and ("max" not in rif or value <= rif["max"])
+    bounds = " and ".join(([f">= {rif['min']}"] if "min" in rif else []) + ([f"<= {rif['max']}"] if "max" in rif else []))
+    if ok:
+        entry.update(status="reproduced", note=f"{fmt(value)}{unit if unit == 'x' else ' ' + unit} meets the criterion "
+                                                f"({bounds}): {spec['criterion']}")
+    else:
+        entry.update(status="differs", note=f"{fmt(value)}{unit if unit == 'x' else ' ' + unit} misses the criterion "
+                                             f"({bounds}): {spec['criterion']}")
+    return entry

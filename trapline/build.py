@@ -1,0 +1,124 @@
+"""Build the kernels for one architecture, cached by content hash.
+
+The cache lives outside the clone (``$TRAPLINE_CACHE``, default
+``~/.cache/trapline``) so that a fresh clone, CI, and the Docker build reuse a
+build whose inputs did not change. The key is the sha256 of every file under
+kernels/, the architecture, and the full ``--version`` of the compiler and make.
+A build goes to a temporary directory and is renamed into place, so a killed
+build never leaves a half-filled cache entry.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from trapline.errors import RunFailed, UsageError
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNELS = ROOT / "kernels"
+ARCHES = {
+    # arch: (compiler, objdump, qemu-user binary)
+    "x86_64": ("gcc", "objdump", None),
+    "sparc64": ("sparc64-linux-gnu-gcc", "sparc64-linux-gnu-objdump", "qemu-sparc64"),
+    "armv6": ("arm-linux-gnueabi-gcc", "arm-linux-gnueabi-objdump", "qemu-arm"),
+}
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("TRAPLINE_CACHE", Path.home() / ".cache" / "trapline"))
+
+
+def check_arch(arch: str) -> None:
+    if arch not in ARCHES:
+        raise UsageError(f"unknown arch '{arch}'; valid choices: {', '.join(ARCHES)}")
+
+
+def _tool_version(tool: str) -> str:
+    try:
+        out = subprocess.run([tool, "--version"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        raise RunFailed(f"{tool} is not installed; ./run.sh installs it on Debian "
+                        f"(apt package for the cross compilers: gcc-sparc64-linux-gnu, gcc-arm-linux-gnueabi)") from None
+    return out.strip()
+
+
+def compiler_version(arch: str) -> str:
+    check_arch(arch)
+    return _tool_version(ARCHES[arch][0]).splitlines()[0]
+
+
+def source_files() -> list[Path]:
+    return sorted(p for p in KERNELS.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+
+
+def input_hash(arch: str) -> str:
+    check_arch(arch)
+    h = hashlib.sha256()
+    h.update(f"arch={arch}\n".encode())
+    h.update(_tool_version(ARCHES[arch][0]).encode())
+    h.update(_tool_version("make").encode())
+    for p in source_files():
+        h.update(str(p.relative_to(KERNELS)).encode() + b"\0")
+        h.update(hashlib.sha256(p.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def build(arch: str, log=None) -> Path:
+    """Return the directory holding every kernel binary for arch, building it
+    if no cache entry with the same inputs exists."""
+    key = input_hash(arch)
+    root = cache_root() / "kernels"
+    out = root / f"{arch}-{key[:16]}"
+    if (out / ".complete").exists():
+        return out
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f".lock-{arch}", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (out / ".complete").exists():
+            return out
+        if log:
+            log(f"building kernels for {arch} (cache {out.name})")
+        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{arch}-", dir=root))
+        try:
+            jobs = str(os.cpu_count() or 2)
+            proc = subprocess.run(["make", "-s", "-C", str(KERNELS), f"ARCH={arch}", f"O={tmp}", "-j", jobs, "all"],
+                                  capture_output=True, text=True)
+            if proc.returncode != 0:
+                tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-25:])
+                raise RunFailed(f"building kernels for {arch} failed:\n{tail}")
+            (tmp / ".complete").write_text(key + "\n")
+            if out.exists():
+                shutil.rmtree(out)
+            os.rename(tmp, out)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def binary_hashes(build_dir: Path) -> dict[str, str]:
+    """sha256 of every built file (binaries and shared libraries)."""
+    out = {}
+    for p in sorted(Path(build_dir).rglob("*")):
+        if p.is_file() and not p.name.startswith("."):
+            out[str(p.relative_to(build_dir))] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def kernel_keys(binary: Path) -> list[str]:
+    """The key=value keys a kernel declares, read from its own --help."""
+    proc = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=30)
+    keys, in_keys = [], False
+    for line in proc.stdout.splitlines():
+        if line.strip() == "keys:":
+            in_keys = True
+            continue
+        if in_keys and line.startswith("  "):
+            keys.append(line.split()[0])
+    return keys

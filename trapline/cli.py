@@ -1,0 +1,119 @@
+"""The commands behind ./run.sh.
+
+    list                                   every experiment id, then its description
+    run ID [--platform P] [--set k=v ...] [--quick] [--fresh]
+    reproduce-all [--quick] [--platform P] [--fresh]
+    report [RUN-ID]                        redraw a finished run's report
+    build [--arch A ...]                   build the kernels (cached)
+    test [pytest args]                     the test suite
+
+Bad input exits 2 with one line that names the valid choices.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+
+from trapline import build, experiment, platforms, report, results, runner
+from trapline.errors import RunFailed, UsageError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, status 2, no usage dump
+        raise UsageError(message)
+
+
+def _sets(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for p in pairs or []:
+        k, sep, v = p.partition("=")
+        if not sep or not k:
+            raise UsageError(f"--set takes key=value, not '{p}'")
+        out[k] = v
+    return out
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="run.sh", description="trapline: reproduce old memory-system measurements")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
+    sub.add_parser("list", help="every experiment id and its one-line description")
+    r = sub.add_parser("run", help="run one experiment")
+    r.add_argument("id")
+    r.add_argument("--platform", help="host (default: every available platform the experiment lists)")
+    r.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a kernel argument")
+    r.add_argument("--quick", action="store_true", help="small sizes (for tests)")
+    r.add_argument("--fresh", action="store_true", help="start a new run instead of resuming an interrupted one")
+    a = sub.add_parser("reproduce-all", help="every experiment on every available platform, one report")
+    a.add_argument("--platform")
+    a.add_argument("--quick", action="store_true")
+    a.add_argument("--fresh", action="store_true")
+    rp = sub.add_parser("report", help="redraw the report of a finished run")
+    rp.add_argument("run_id", nargs="?", default=None)
+    b = sub.add_parser("build", help="build the kernels for one or more architectures")
+    b.add_argument("--arch", action="append", help=f"one of {', '.join(build.ARCHES)} (default: all)")
+    t = sub.add_parser("test", help="run the test suite")
+    t.add_argument("pytest_args", nargs=argparse.REMAINDER)
+    return p
+
+
+def cmd_list() -> int:
+    exps = experiment.load_all()
+    w = max(map(len, exps))
+    for e in exps.values():
+        print(f"{e.id:<{w}}  {e.description}")
+    return 0
+
+
+def cmd_report(run_id: str | None) -> int:
+    path = results.find_run(run_id)
+    summary = json.loads((path / "summary.json").read_text())
+    manifest = json.loads((path / "manifest.json").read_text())
+    entries = [json.loads((path / "entries" / f"{e['id']}.{e['platform']}.json").read_text())
+               for e in summary["experiments"]]
+    for name, data in report.render(path, summary, entries, manifest).items():
+        results.atomic_write(path / name, data)
+    print(path / "report.html")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        args = parser().parse_args(argv)
+        if args.command is None:
+            parser().print_help()
+            return 2
+        if args.command == "list":
+            return cmd_list()
+        if args.command == "run":
+            sets = _sets(args.set)
+            path = runner.execute("run", [args.id], args.platform, args.quick, sets, fresh=args.fresh)
+            print(path / "report.html")
+            return 0
+        if args.command == "reproduce-all":
+            ids = list(experiment.load_all())
+            path = runner.execute("reproduce-all", ids, args.platform, args.quick, {}, fresh=args.fresh)
+            print(path / "report.html")
+            return 0
+        if args.command == "report":
+            return cmd_report(args.run_id)
+        if args.command == "build":
+            for a in args.arch or list(build.ARCHES):
+                build.check_arch(a)
+            for a in args.arch or list(build.ARCHES):
+                print(build.build(a, log=runner.Progress()))
+            return 0
+        if args.command == "test":
+            return subprocess.call([sys.executable, "-m", "pytest", *args.pytest_args], cwd=results.ROOT)
+    except UsageError as e:
+        print(f"trapline: error: {e}", file=sys.stderr)
+        return 2
+    except RunFailed as e:
+        print(f"trapline: failed: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0

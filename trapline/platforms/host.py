@@ -1,0 +1,117 @@
+"""The host platform: the kernels built for x86_64 and run natively.
+
+Figures are real time on this machine's CPU (named in the manifest). Only
+effects the host has can show here; for the rest an experiment file marks the
+host entry as contrast or not_applicable.
+"""
+
+from __future__ import annotations
+
+import os
+import platform as pyplatform
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from trapline import build, kernelio
+from trapline.errors import UsageError
+from trapline.platforms.base import Platform, PlatformRun
+
+DEFAULT_TIMEOUT_S = 600
+QUICK_TIMEOUT_S = 120
+CONSOLE_TAIL_LINES = 20
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return pyplatform.processor() or "unknown"
+
+
+def run_command(cmd: list[str], timeout: float, cwd: Path | None = None) -> tuple[int | None, str, str]:
+    """Run cmd in its own process group; on timeout kill the group.
+    Returns (exit status or None on timeout, stdout, stderr)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=cwd, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+        return proc.returncode, out, err
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        return None, out, err
+
+
+def tail(text: str, n: int = CONSOLE_TAIL_LINES) -> str:
+    lines = text.strip().splitlines()
+    return "\n".join(lines[-n:])
+
+
+class HostPlatform(Platform):
+    name = "host"
+    label = "host"
+    arch = "x86_64"
+
+    def describe(self) -> dict:
+        u = os.uname()
+        return {"cpu": cpu_model(), "cores": os.cpu_count(), "kernel": f"{u.sysname} {u.release}",
+                "machine": u.machine, "compiler": build.compiler_version(self.arch)}
+
+    def _bindir(self, exp, log) -> Path:
+        return build.build(self.arch, log=log) / exp.kernel
+
+    def _args(self, run: dict, quick: bool, sets: dict[str, str], valid: list[str]) -> list[str]:
+        args = {k: v for k, v in run.get("args", {}).items()}
+        if quick:
+            args.update(run.get("quick", {}))
+            args["quick"] = 1
+        for k, v in sets.items():
+            if k in valid:
+                args[k] = v
+        return [f"{k}={v}" for k, v in args.items()]
+
+    def validate_sets(self, exp, sets: dict[str, str]) -> None:
+        if not sets:
+            return
+        bindir = self._bindir(exp, None)
+        valid: set[str] = set()
+        for r in exp.platform(self.name).get("runs", []):
+            valid |= set(build.kernel_keys(bindir / r["binary"]))
+        for k in sets:
+            if k not in valid:
+                raise UsageError(f"unknown key '{k}' for {exp.id} on {self.name}; "
+                                 f"valid choices: {', '.join(sorted(valid))}")
+
+    def run(self, exp, quick: bool, sets: dict[str, str], log) -> PlatformRun:
+        spec = exp.platform(self.name)
+        bindir = self._bindir(exp, log)
+        t0 = time.monotonic()
+        output = kernelio.KernelOutput()
+        raw, commands = [], []
+        hashes = {p: h for p, h in build.binary_hashes(bindir).items()}
+        runs = spec.get("runs", [])
+        for i, r in enumerate(runs):
+            binary = bindir / r["binary"]
+            valid = build.kernel_keys(binary)
+            cmd = [str(binary)] + self._args(r, quick, sets, valid)
+            shown = " ".join([f"{exp.kernel}/{r['binary']}"] + cmd[1:])
+            commands.append([f"{exp.kernel}/{r['binary']}"] + cmd[1:])
+            log(f"{exp.id} [{i + 1}/{len(runs)}] {shown}")
+            timeout = r.get("timeout_s", QUICK_TIMEOUT_S if quick else DEFAULT_TIMEOUT_S)
+            status, out, err = run_command(cmd, timeout, cwd=binary.parent)
+            raw.append(f"$ {shown}\n{out}{err}")
+            if status is None:
+                return PlatformRun(output, "\n".join(raw), commands,
+                                   error=f"{shown} timed out after {timeout} s and was killed; last output:\n"
+                                         f"{tail(out + err)}", binaries=hashes, seconds=time.monotonic() - t0)
+            if status != 0:
+                return PlatformRun(output, "\n".join(raw), commands,
+                                   error=f"{shown} exited with status {status}; last output:\n{tail(out + err)}",
+                                   binaries=hashes, seconds=time.monotonic() - t0)
+            output.extend(kernelio.parse(out))
+        return PlatformRun(output, "\n".join(raw), commands, binaries=hashes, seconds=time.monotonic() - t0)
