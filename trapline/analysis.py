@@ -106,12 +106,17 @@ class MetricError(Exception):
 
 def select(out: KernelOutput, gs: list[Group], sel: dict) -> float:
     if "count" in sel:
-        vals = [c["value"] for c in out.counts
-                if c.get("name") == sel["count"] and _matches(c, c.get("variant", ""), sel)
-                and isinstance(c.get("value"), (int, float))]
-        if not vals:
+        # Repeated lines with identical parameters (one per repetition) count
+        # once, by their median; lines with different parameters add up.
+        by: dict[tuple, list[float]] = {}
+        for c in out.counts:
+            if c.get("name") == sel["count"] and _matches(c, c.get("variant", ""), sel) \
+                    and isinstance(c.get("value"), (int, float)):
+                key = tuple(sorted((k, str(v)) for k, v in c.items() if k not in ("value", "rep")))
+                by.setdefault(key, []).append(c["value"])
+        if not by:
             raise MetricError(f"no counter matches {describe_selector(sel)}")
-        return float(sum(vals))
+        return float(sum(statistics.median(v) for v in by.values()))
     stat = sel.get("stat", "ns_per_op")
     vals = []
     for g in gs:
@@ -138,7 +143,8 @@ def metric_value(out: KernelOutput, gs: list[Group], m: dict) -> float:
 def run_checks(out: KernelOutput, checks: list[dict]) -> list[dict]:
     results = []
     for c in checks:
-        vals = [x.get("value") for x in out.checks if "variant" not in c or x.get("variant") == c["variant"]]
+        vals = [x.get("value") for x in out.checks if ("variant" not in c or x.get("variant") == c["variant"])
+                and all(str(x.get(k)) == str(v) for k, v in c.get("where", {}).items())]
         if not vals:
             results.append({"name": c["name"], "ok": False, "detail": "the kernel printed no check value"})
             continue
@@ -177,8 +183,10 @@ def fmt(v: float | None) -> str:
         return f"{v:.0f}"
     if a >= 10:
         return f"{v:.1f}"
-    if a >= 0.01:
+    if a >= 1:
         return f"{v:.2f}"
+    if a >= 0.01:
+        return f"{v:.3g}"
     return f"{v:.2g}"
 
 
@@ -191,7 +199,7 @@ def judge(spec: dict, headline: dict, out: KernelOutput | None, error: str | Non
                              "status": "failed", "note": "", "figures": [], "checks": [], "groups": [],
                              "warnings": []}
     if "not_applicable" in spec:
-        entry.update(status="not-applicable", note=spec["not_applicable"])
+        entry.update(status="not-applicable", note=" ".join(spec["not_applicable"].split()))
         return entry
     if error:
         entry.update(status="failed", note=error)
@@ -229,15 +237,15 @@ def judge(spec: dict, headline: dict, out: KernelOutput | None, error: str | Non
         entry.update(status="failed", note="functional check failed: " + "; ".join(f"{c['name']}: {c['detail']}" for c in bad))
         return entry
     if "contrast" in spec:
-        entry.update(status="not-applicable", note="contrast only: " + spec["contrast"])
+        entry.update(status="not-applicable", note="contrast only: " + " ".join(spec["contrast"].split()))
         return entry
     rif = spec["reproduced_if"]
     ok = ("min" not in rif or value >= rif["min"]) and ("max" not in rif or value <= rif["max"])
     bounds = " and ".join(([f">= {rif['min']}"] if "min" in rif else []) + ([f"<= {rif['max']}"] if "max" in rif else []))
     if ok:
         entry.update(status="reproduced", note=f"{fmt(value)}{unit if unit == 'x' else ' ' + unit} meets the criterion "
-                                                f"({bounds}): {spec['criterion']}")
+                                                f"({bounds}): {' '.join(spec['criterion'].split())}")
     else:
         entry.update(status="differs", note=f"{fmt(value)}{unit if unit == 'x' else ' ' + unit} misses the criterion "
-                                             f"({bounds}): {spec['criterion']}")
+                                             f"({bounds}): {' '.join(spec['criterion'].split())}")
     return entry

@@ -86,13 +86,23 @@ def _schema_message(err: jsonschema.ValidationError) -> str:
     return f"{where}: {err.message}"
 
 
+@lru_cache(maxsize=1)
+def _all_binaries() -> tuple[str, ...]:
+    """Every binary the kernels' Makefile builds, as <kernel>/<name>, read from
+    `make list` (the Makefile is the one authority on what is built)."""
+    import subprocess
+    try:
+        out = subprocess.run(["make", "-s", "-C", str(KERNELS_DIR), "list", "ARCH=x86_64", "O=@O@"],
+                             capture_output=True, text=True, timeout=60).stdout
+    except OSError:
+        return ()
+    return tuple(line.strip()[len("@O@/"):] for line in out.splitlines() if line.strip().startswith("@O@/"))
+
+
 def kernel_binaries(kernel: str) -> list[str]:
     """Names of the binaries kernels/<kernel>/kernel.mk builds."""
-    mk = KERNELS_DIR / kernel / "kernel.mk"
-    if not mk.exists():
-        return []
-    names = re.findall(r"\$\(O\)/" + re.escape(kernel) + r"/([A-Za-z0-9_.+-]+)(?![A-Za-z0-9_.+/-])", mk.read_text())
-    return sorted(set(n for n in names if not re.search(r"\.(so|o|a)$", n)))
+    names = [b.split("/", 1)[1] for b in _all_binaries() if b.startswith(kernel + "/")]
+    return sorted(n for n in names if "/" not in n and not re.search(r"\.(so|o|a)$", n))
 
 
 def _semantic_checks(exp_id: str, path: Path, data: dict) -> list[str]:

@@ -67,6 +67,7 @@ def parse(text: str) -> KernelOutput:
         elif kind == "check":
             out.checks.append(rec)
         elif kind == "count":
+            rec["value"] = _value(str(rec.get("value")))
             out.counts.append(rec)
         elif kind == "skip":
             out.skips.append(rec)

@@ -194,6 +194,8 @@ def _markdown(summary, entries, manifest, exps) -> str:
               f"Source: {_source(exps, e['id'])}.", "", f"Platform: {PLATFORM_MEANING[e['platform']]}.", "",
               f"Headline: {e['metric']}: claimed {_unit(e['claimed'], e['unit'])}, "
               f"reproduced {_unit(e['reproduced'], e['unit'])} [{e['platform']}].", "", f"Note: {e['note']}", ""]
+        if e.get("planned"):
+            L += ["Planned platforms: " + "; ".join(f"{p}: {w}" for p, w in e["planned"].items()), ""]
         if e.get("figures"):
             L += ["| figure | claimed | reproduced |", "|---|---|---|"]
             L += [f"| {f['name']} | {_unit(f.get('claimed'), f['unit'])} | {_unit(f['value'], f['unit'])} [{e['platform']}] |"
@@ -249,6 +251,7 @@ def _html(summary, entries, manifest, exps, plots, overview) -> str:
 <p><small>Platform: {esc(PLATFORM_MEANING[e['platform']])}</small></p>
 <p><b>{esc(e['metric'])}</b>: claimed {esc(_unit(e['claimed'], e['unit']))}, reproduced
 <b>{esc(_unit(e['reproduced'], e['unit']))}</b> [{esc(e['platform'])}]</p><p class=note>{esc(e['note'])}</p>
+{'<p class=note>Planned platforms: ' + esc('; '.join(f'{p}: {w}' for p, w in e.get('planned', {}).items())) + '</p>' if e.get('planned') else ''}
 {f'<table><tr><th>figure</th><th>claimed</th><th>reproduced</th></tr>{figs}</table>' if figs else ''}
 {f'<ul>{checks}</ul>' if checks else ''}
 {_img(plots[key]) if key in plots else ''}

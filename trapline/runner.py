@@ -35,9 +35,9 @@ def plan(exps: dict, exp_ids: list[str], platform: str | None) -> list[tuple]:
         exp = exps[eid]
         listed = list(exp.platforms)
         if platform:
+            platforms.get(platform)  # raises for unknown/planned platforms
             if platform not in listed:
                 raise UsageError(f"experiment '{eid}' has no platform '{platform}'; valid choices: {', '.join(listed)}")
-            platforms.get(platform)  # raises for unknown/planned platforms
             out.append((exp, platform, None))
             continue
         runnable = [p for p in listed if p in platforms.PLATFORMS]
@@ -83,7 +83,8 @@ def execute(command: str, exp_ids: list[str], platform: str | None, quick: bool,
             log(f"[{i + 1}/{len(steps)}] {exp.id} on {pname}")
             spec = exp.platform(pname)
             base = {"id": exp.id, "platform": pname, "catalogue": exp.data["catalogue"],
-                    "description": exp.description}
+                    "description": exp.description,
+                    "planned": exp.data.get("planned", {})}
             if reason:
                 entry = analysis.judge({"not_applicable": reason}, exp.headline, None, None)
                 entry.update(base, platform_label=pname, commands=[], seconds=0.0, binaries={})
@@ -126,7 +127,6 @@ def execute(command: str, exp_ids: list[str], platform: str | None, quick: bool,
 
 def make_manifest(rd, args, exps, entries, platform_facts, finished) -> dict:
     used_exps = sorted({e["id"] for e in entries})
-    arches = ["x86_64"] if any(e["platform"] == "host" for e in entries) else []
     claims = results.ROOT.parent / "shared" / "claims.md"
     return {
         "trapline": __version__, "run_id": rd.run_id, "args": args,
@@ -136,7 +136,6 @@ def make_manifest(rd, args, exps, entries, platform_facts, finished) -> dict:
         "platforms": platform_facts,
         "python": sys.version.split()[0], "python_packages": results.python_packages(),
         "compilers": {a: _safe(build.compiler_version, a) for a in build.ARCHES},
-        "kernel_input_sha256": {a: _safe(build.input_hash, a) for a in arches},
         "experiments": {eid: {"file": str(exps[eid].path.relative_to(results.ROOT)),
                               "sha256": results.sha256_file(exps[eid].path)} for eid in used_exps},
         "binaries_sha256": {f"{e['id']}.{e['platform']}": e.get("binaries", {}) for e in entries if e.get("binaries")},

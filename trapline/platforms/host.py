@@ -60,10 +60,17 @@ class HostPlatform(Platform):
     def describe(self) -> dict:
         u = os.uname()
         return {"cpu": cpu_model(), "cores": os.cpu_count(), "kernel": f"{u.sysname} {u.release}",
-                "machine": u.machine, "compiler": build.compiler_version(self.arch)}
+                "machine": u.machine, "compiler": build.compiler_version(self.arch),
+                "kernel_build": HostPlatform._builds[self.arch].name if self.arch in HostPlatform._builds else None}
+
+    # One build per process: every experiment of a run uses the same binaries
+    # even if the sources change while it runs (the manifest names that build).
+    _builds: dict[str, Path] = {}
 
     def _bindir(self, exp, log) -> Path:
-        return build.build(self.arch, log=log) / exp.kernel
+        if self.arch not in HostPlatform._builds:
+            HostPlatform._builds[self.arch] = build.build(self.arch, log=log)
+        return HostPlatform._builds[self.arch] / exp.kernel
 
     def _args(self, run: dict, quick: bool, sets: dict[str, str], valid: list[str]) -> list[str]:
         args = {k: v for k, v in run.get("args", {}).items()}

@@ -1,0 +1,143 @@
+/*
+ * plt-itlb - the cost of calls through the PLT, and of one library per
+ * routine (one new page, and ITLB entry, per call).
+ *
+ * From the method in shared/claims.md E7: 26 routines a -> b -> ... -> z,
+ * each calling the next (chain.c), timed in four builds:
+ *
+ *   plt-exe       all routines in the (static) executable
+ *   plt-onelib    all routines in one shared library, libplt-chain.so; the
+ *                 calls between them go through its PLT
+ *   plt-internal  one shared library, libplt-internal.so, routines static
+ *                 except the entry: no PLT between routines
+ *   plt-perlib    each routine in its own shared library, libplt_a.so ..
+ *                 libplt_z.so: every call goes through a PLT into another
+ *                 library's pages
+ *
+ * The dynamic builds find their libraries next to the executable (rpath
+ * $ORIGIN). In all three the executable reaches a() itself through its own
+ * PLT: one PLT call per 26 routine calls, the same in each.
+ *
+ * Keys: calls (calls of a() per sample). ops = calls x 26 routine calls.
+ * Output: kind=info with the number of distinct pages holding the 26 routine
+ * entry points; kind=check comparing the sum of a()'s results with the same
+ * sum computed without the chain.
+ */
+#include "trapline.h"
+#include <unistd.h>
+#if defined(PLT_PERLIB)
+#include <dlfcn.h>
+#endif
+
+#if defined(PLT_EXE)
+#define VARIANT "exe"
+#elif defined(PLT_ONELIB)
+#define VARIANT "onelib"
+#elif defined(PLT_INTERNAL)
+#define VARIANT "internal"
+#elif defined(PLT_PERLIB)
+#define VARIANT "perlib"
+#else
+#error "build with one of -DPLT_EXE, -DPLT_ONELIB, -DPLT_INTERNAL, -DPLT_PERLIB"
+#endif
+
+static struct tl_arg args[] = {
+    {"calls", "25000000", "calls of the entry a() per sample, 26 routine calls each (quick: 100000)"},
+    TL_COMMON_ARGS,
+    {0, 0, 0},
+};
+
+#define CHAIN_LEN 26
+
+extern unsigned a(unsigned);
+#if !defined(PLT_PERLIB)
+extern void plt_chain_addrs(const void **out);
+#endif
+
+struct ctx {
+    uint64_t calls;
+    unsigned sum;
+};
+
+/* The measured loop: one call of the entry per iteration. */
+__attribute__((noinline)) static unsigned call_loop(uint64_t calls)
+{
+    unsigned sum = 0;
+    for (uint64_t i = 0; i < calls; i++)
+        sum += a((unsigned)i);
+    return sum;
+}
+
+static uint64_t body(void *vc)
+{
+    struct ctx *c = vc;
+    c->sum = call_loop(c->calls);
+    return c->calls * CHAIN_LEN;
+}
+
+static int cmp_addr(const void *x, const void *y)
+{
+    uintptr_t p = *(const uintptr_t *)x, q = *(const uintptr_t *)y;
+    return p < q ? -1 : p > q;
+}
+
+int main(int argc, char **argv)
+{
+    tl_exp = "plt-itlb";
+    tl_parse_args(argc, argv, args);
+    int quick = tl_int(args, "quick");
+    int reps = tl_int(args, "reps"), warmup = tl_int(args, "warmup");
+    long long calls = tl_int(args, "calls");
+    if (quick && !strcmp(tl_str(args, "calls"), "25000000"))
+        calls = 100000;
+    if (calls < 1) {
+        fprintf(stderr, "%s: calls must be >= 1\n", tl_exp);
+        return 2;
+    }
+    tl_timer_check();
+
+    /* Where the routines are: the number of distinct pages their entry
+     * points occupy (1 or 2 when they share a text section, 26 per-lib). */
+    uintptr_t addr[CHAIN_LEN];
+#if defined(PLT_PERLIB)
+    for (int i = 0; i < CHAIN_LEN; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "plt_addr_%c", 'a' + i);
+        const void *(*get)(void) = (const void *(*)(void))dlsym(RTLD_DEFAULT, name);
+        addr[i] = get ? (uintptr_t)get() : 0;
+    }
+#else
+    const void *ptrs[CHAIN_LEN];
+    plt_chain_addrs(ptrs);
+    for (int i = 0; i < CHAIN_LEN; i++)
+        addr[i] = (uintptr_t)ptrs[i];
+#endif
+    long page = sysconf(_SC_PAGESIZE);
+    qsort(addr, CHAIN_LEN, sizeof addr[0], cmp_addr);
+    int pages = 0, found = 0;
+    for (int i = 0; i < CHAIN_LEN; i++) {
+        if (!addr[i])
+            continue;
+        if (!found || addr[i] / page != addr[i - 1] / page)
+            pages++;
+        found++;
+    }
+    printf("TL exp=%s kind=info arch=%s build=%s routines=%d routines_found=%d routine_pages=%d page=%ld "
+           "span_bytes=%" PRIuPTR "\n",
+           tl_exp, TL_ARCH, VARIANT, CHAIN_LEN, found, pages, page,
+           found ? addr[CHAIN_LEN - 1] - addr[CHAIN_LEN - found] : (uintptr_t)0);
+
+    struct ctx c = {.calls = calls};
+    char params[96];
+    snprintf(params, sizeof params, "calls=%lld chain=%d", calls, CHAIN_LEN);
+    tl_measure(VARIANT, params, warmup, reps, body, &c);
+
+    /* a(x) = z(x) + 25, z(x) = (x ^ (x >> 3)) * 5 */
+    unsigned want = 0;
+    for (uint64_t i = 0; i < (uint64_t)calls; i++) {
+        unsigned x = (unsigned)i;
+        want += (x ^ (x >> 3)) * 5u + (CHAIN_LEN - 1);
+    }
+    tl_check(VARIANT, params, "%s", c.sum == want ? "ok" : "mismatch");
+    return c.sum == want ? 0 : 1;
+}
