@@ -53,6 +53,13 @@ def _plot_entry(entry: dict, spec: dict):
     fig, ax = plt.subplots(figsize=(7.5, 3.6), dpi=110)
     x = spec.get("x")
     if x and any(x in g for g in gs):
+        # groups without the x parameter (e.g. glibc beside the chunk sizes)
+        # are drawn as dashed reference lines
+        for g in gs:
+            if x not in g and key in g:
+                ax.axhline(g[key], ls="--", lw=1, color="#777")
+                ax.annotate(_group_label(g).split(" ")[0], (0.01, g[key]), xycoords=("axes fraction", "data"),
+                            fontsize=7, color="#555", va="bottom")
         gs = [g for g in gs if x in g]
         series = spec.get("series", "variant")
         for s in sorted({str(g.get(series)) for g in gs}):

@@ -107,6 +107,7 @@ struct tl_arg {
     const char *key;   /* "offset" */
     const char *value; /* default, as text; replaced by the command line */
     const char *help;  /* one line: what it is and its unit */
+    int given;         /* set by tl_parse_args when the command line names it */
 };
 
 static inline void tl_usage(const struct tl_arg *args, FILE *out)
@@ -143,6 +144,7 @@ static inline void tl_parse_args(int argc, char **argv, struct tl_arg *args)
             exit(2);
         }
         a->value = eq + 1;
+        a->given = 1;
     }
 }
 
@@ -151,6 +153,17 @@ static inline const char *tl_str(const struct tl_arg *args, const char *key)
     for (const struct tl_arg *a = args; a->key; a++)
         if (!strcmp(a->key, key))
             return a->value;
+    fprintf(stderr, "%s: internal error: key '%s' not declared\n", tl_exp, key);
+    exit(3);
+}
+
+/* True when the command line set key; quick mode scales only the defaults,
+ * so an explicit value (even one equal to the default) always wins. */
+static inline int tl_given(const struct tl_arg *args, const char *key)
+{
+    for (const struct tl_arg *a = args; a->key; a++)
+        if (!strcmp(a->key, key))
+            return a->given;
     fprintf(stderr, "%s: internal error: key '%s' not declared\n", tl_exp, key);
     exit(3);
 }

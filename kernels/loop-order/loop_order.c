@@ -75,9 +75,9 @@ int main(int argc, char **argv)
     int quick = tl_int(args, "quick");
     int reps = tl_int(args, "reps"), warmup = tl_int(args, "warmup");
     long rows = tl_int(args, "rows"), cols = tl_int(args, "cols");
-    if (quick && !strcmp(tl_str(args, "rows"), "4096"))
+    if (quick && !tl_given(args, "rows"))
         rows = 2048;
-    if (quick && !strcmp(tl_str(args, "cols"), "4096"))
+    if (quick && !tl_given(args, "cols"))
         cols = 1024;
     if (rows < 1 || cols < 1 || (double)rows * cols * sizeof(int) > 8e9) {
         fprintf(stderr, "%s: need rows, cols >= 1 and an array of at most 8 GB\n", tl_exp);

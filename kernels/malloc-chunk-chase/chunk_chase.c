@@ -347,9 +347,9 @@ int main(int argc, char **argv)
     struct ctx c = {.chunk = !strcmp(variant, "chunk")};
     c.rounds = tl_int(args, "rounds");
     c.objects = tl_int(args, "objects");
-    if (quick && !strcmp(tl_str(args, "rounds"), "100"))
+    if (quick && !tl_given(args, "rounds"))
         c.rounds = 12;
-    if (quick && !strcmp(tl_str(args, "objects"), "100000"))
+    if (quick && !tl_given(args, "objects"))
         c.objects = 10000;
     long long size = tl_int(args, "size");
     c.verify = tl_int(args, "verify");

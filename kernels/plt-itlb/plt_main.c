@@ -88,7 +88,7 @@ int main(int argc, char **argv)
     int quick = tl_int(args, "quick");
     int reps = tl_int(args, "reps"), warmup = tl_int(args, "warmup");
     long long calls = tl_int(args, "calls");
-    if (quick && !strcmp(tl_str(args, "calls"), "25000000"))
+    if (quick && !tl_given(args, "calls"))
         calls = 100000;
     if (calls < 1) {
         fprintf(stderr, "%s: calls must be >= 1\n", tl_exp);

@@ -258,7 +258,7 @@ int main(int argc, char **argv)
     int quick = tl_int(args, "quick");
     int reps = tl_int(args, "reps"), warmup = tl_int(args, "warmup");
     long long threads = tl_int(args, "threads"), iterations = tl_int(args, "iterations");
-    if (quick && !strcmp(tl_str(args, "iterations"), "10000000"))
+    if (quick && !tl_given(args, "iterations"))
         iterations = 200000;
     if (threads < 1 || threads > 256 || iterations < threads) {
         fprintf(stderr, "%s: need 1 <= threads <= 256 and iterations >= threads\n", tl_exp);

@@ -100,7 +100,7 @@ int main(int argc, char **argv)
     int reps = tl_int(args, "reps"), warmup = tl_int(args, "warmup");
     long len = tl_int(args, "len");
     long long loops = tl_int(args, "loops");
-    if (quick && !strcmp(tl_str(args, "loops"), "2000000"))
+    if (quick && !tl_given(args, "loops"))
         loops = 20000;
     if (len < 1 || len > 1 << 20 || loops < 1) {
         fprintf(stderr, "%s: need 1 <= len <= 1048576 and loops >= 1\n", tl_exp);

@@ -137,7 +137,7 @@ int main(int argc, char **argv)
     int reps = tl_int(args, "reps"), warmup = tl_int(args, "warmup");
     long bufsize = tl_int(args, "bufsize"), line = tl_int(args, "line");
     uint64_t target_ns = (uint64_t)tl_int(args, "target_us") * 1000;
-    if (quick && !strcmp(tl_str(args, "target_us"), "20000"))
+    if (quick && !tl_given(args, "target_us"))
         target_ns = 2000 * 1000;
     long lo, hi;
     if (sscanf(tl_str(args, "offsets"), "%ld-%ld", &lo, &hi) != 2) {

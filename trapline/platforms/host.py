@@ -11,6 +11,7 @@ import os
 import platform as pyplatform
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -33,18 +34,45 @@ def cpu_model() -> str:
     return pyplatform.processor() or "unknown"
 
 
-def run_command(cmd: list[str], timeout: float, cwd: Path | None = None) -> tuple[int | None, str, str]:
-    """Run cmd in its own process group; on timeout kill the group.
-    Returns (exit status or None on timeout, stdout, stderr)."""
+def run_command(cmd: list[str], timeout: float, cwd: Path | None = None, log=None,
+                progress_every: float = 15.0) -> tuple[int | None, str, str]:
+    """Run cmd in its own process group; on timeout kill the whole group.
+    While it runs, log a progress line every progress_every seconds with the
+    number of samples printed so far. Returns (exit status or None on
+    timeout, stdout, stderr)."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=cwd, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-        return proc.returncode, out, err
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        return None, out, err
+    chunks: dict[str, list[str]] = {"out": [], "err": []}
+
+    def pump(stream, key):
+        for line in stream:
+            chunks[key].append(line)
+
+    readers = [threading.Thread(target=pump, args=(proc.stdout, "out"), daemon=True),
+               threading.Thread(target=pump, args=(proc.stderr, "err"), daemon=True)]
+    for t in readers:
+        t.start()
+    t0 = time.monotonic()
+    next_report = t0 + progress_every
+    status: int | None = None
+    while True:
+        try:
+            status = proc.wait(timeout=0.25)
+            break
+        except subprocess.TimeoutExpired:
+            now = time.monotonic()
+            if now - t0 > timeout:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                status = None
+                break
+            if log and now >= next_report:
+                n = sum(1 for l in chunks["out"] if l.startswith("TL ") and "kind=sample" in l)
+                log(f"    ... running for {now - t0:.0f} s, {n} samples so far (timeout {timeout:.0f} s)")
+                next_report = now + progress_every
+    for t in readers:
+        t.join(timeout=5)
+    return status, "".join(chunks["out"]), "".join(chunks["err"])
 
 
 def tail(text: str, n: int = CONSOLE_TAIL_LINES) -> str:
@@ -110,7 +138,7 @@ class HostPlatform(Platform):
             commands.append([f"{exp.kernel}/{r['binary']}"] + cmd[1:])
             log(f"{exp.id} [{i + 1}/{len(runs)}] {shown}")
             timeout = r.get("timeout_s", QUICK_TIMEOUT_S if quick else DEFAULT_TIMEOUT_S)
-            status, out, err = run_command(cmd, timeout, cwd=binary.parent)
+            status, out, err = run_command(cmd, timeout, cwd=binary.parent, log=log)
             raw.append(f"$ {shown}\n{out}{err}")
             if status is None:
                 return PlatformRun(output, "\n".join(raw), commands,
