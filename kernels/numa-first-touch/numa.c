@@ -295,10 +295,10 @@ int main(int argc, char **argv)
     struct run R = {.warmup = tl_int(args, "warmup"), .reps = tl_int(args, "reps"), .pattern = pattern,
                     .stride = !strcmp(pattern, "stride")};
     long long size = tl_int(args, "size");
-    if (quick && !strcmp(tl_str(args, "size"), "67108864"))
+    if (quick && !tl_given(args, "size"))
         size = 4 << 20;
     long runs = tl_int(args, "runs");
-    if (quick && !strcmp(tl_str(args, "runs"), "20"))
+    if (quick && !tl_given(args, "runs"))
         runs = 4;
     uint64_t seed = (uint64_t)tl_int(args, "seed");
     int cpu_a = tl_int(args, "cpu"), cpu_b = tl_int(args, "target_cpu");

@@ -260,7 +260,7 @@ int main(int argc, char **argv)
     int quick = tl_int(args, "quick");
     int reps = tl_int(args, "reps"), warmup = tl_int(args, "warmup");
     long n = tl_int(args, "records"), outer = tl_int(args, "outer");
-    if (quick && !strcmp(tl_str(args, "outer"), "10000"))
+    if (quick && !tl_given(args, "outer"))
         outer = !strcmp(fixup, "sigbus") ? 10 : 100; /* a signal per load is ~40 us in QEMU */
     if (n <= 0 || outer <= 0 || reps < 0 || warmup < 0) {
         fprintf(stderr, "%s: records and outer must be > 0\n", tl_exp);

@@ -78,7 +78,7 @@ int main(int argc, char **argv)
     int quick = tl_int(args, "quick");
     int reps = tl_int(args, "reps"), warmup = tl_int(args, "warmup");
     long repeats = tl_int(args, "repeats");
-    if (quick && !strcmp(tl_str(args, "repeats"), "100"))
+    if (quick && !tl_given(args, "repeats"))
         repeats = 10;
     long nwin = tl_int(args, "nwindows");
 
@@ -99,7 +99,7 @@ int main(int argc, char **argv)
         }
     } else {
         depths[ndepths++] = tl_int(args, "depth");
-        if (quick && !strcmp(tl_str(args, "depth"), "10000"))
+        if (quick && !tl_given(args, "depth"))
             depths[0] = 1000;
     }
     for (int i = 0; i < ndepths; i++)

@@ -104,7 +104,7 @@ int main(int argc, char **argv)
     int quick = tl_int(args, "quick");
     int reps = tl_int(args, "reps"), warmup = tl_int(args, "warmup");
     long long iters = tl_int(args, "iters");
-    if (quick && !strcmp(tl_str(args, "iters"), "1000000"))
+    if (quick && !tl_given(args, "iters"))
         iters = 100000;
     if (iters <= 0 || iters > 0x7fffffffLL) {
         fprintf(stderr, "%s: iters must be 1..2147483647\n", tl_exp);
