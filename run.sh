@@ -3,7 +3,7 @@
 #
 #   ./run.sh reproduce-all [--quick]     every experiment, one report
 #   ./run.sh test                        the test suite (what .ci/run calls)
-#   ./run.sh list | run ID ... | report [RUN] | build [--arch A]
+#   ./run.sh list | run ID ... | report [RUN] | build [--arch A] | images [--arch A]
 #
 # On a fresh Debian 12 machine the first call installs what trapline needs:
 # the Debian packages below (when missing) and a virtualenv with the pinned
@@ -16,10 +16,14 @@ CACHE=${TRAPLINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/trapline}
 PYTHON=${TRAPLINE_PYTHON:-/usr/bin/python3}
 # The compilers build every kernel for x86_64, sparc64 and armv6; qemu-user
 # runs the cross-built kernels in the tests; python3-venv holds the harness.
+# The guest lane builds Linux from linux-source-6.1 (bison, flex, bc, libelf,
+# libssl, cpio, xz, perl, rsync) and boots it with Debian's QEMU system emulators.
 APT_PACKAGES=(make gcc libc6-dev binutils
               gcc-sparc64-linux-gnu binutils-sparc64-linux-gnu
               gcc-arm-linux-gnueabi binutils-arm-linux-gnueabi
-              qemu-user python3 python3-venv)
+              qemu-user python3 python3-venv
+              linux-source-6.1 bison flex bc libelf-dev libssl-dev cpio xz-utils perl rsync
+              qemu-system-sparc qemu-system-arm qemu-system-x86)
 
 say() { printf 'trapline: %s\n' "$*" >&2; }
 

@@ -140,9 +140,40 @@ def metric_value(out: KernelOutput, gs: list[Group], m: dict) -> float:
     return select(out, gs, m["value"])
 
 
+def _count_lines(out: KernelOutput, name: str, c: dict) -> list[dict]:
+    return [x for x in out.counts if x.get("name") == name
+            and ("variant" not in c or x.get("variant") == c["variant"])
+            and all(str(x.get(k)) == str(v) for k, v in c.get("where", {}).items())]
+
+
+def _same_params(a: dict, b: dict) -> bool:
+    skip = {"name", "value"}
+    return {k: v for k, v in a.items() if k not in skip} == {k: v for k, v in b.items() if k not in skip}
+
+
 def run_checks(out: KernelOutput, checks: list[dict]) -> list[dict]:
+    """Functional checks: computed values (kind=check) or counters (kind=count)
+    that must equal a constant, each other, or another counter exactly."""
     results = []
     for c in checks:
+        if "count" in c:
+            lines = _count_lines(out, c["count"], c)
+            if not lines:
+                results.append({"name": c["name"], "ok": False, "detail": f"the kernel printed no counter {c['count']}"})
+                continue
+            if "equals_count" in c:
+                pairs = []
+                for x in lines:
+                    other = [y for y in out.counts if y.get("name") == c["equals_count"] and _same_params(x, y)]
+                    pairs.append((x["value"], other[0]["value"] if other else None))
+                ok = all(b is not None and a == b for a, b in pairs)
+                detail = f"{c['count']} vs {c['equals_count']}: " + ", ".join(f"{a} vs {b}" for a, b in pairs[:6])
+            else:
+                vals = [x["value"] for x in lines]
+                ok = all(str(v) == str(c.get("equals")) for v in vals)
+                detail = f"{c['count']} = {sorted(set(map(str, vals)))}, expected {c.get('equals')}"
+            results.append({"name": c["name"], "ok": ok, "detail": detail})
+            continue
         vals = [x.get("value") for x in out.checks if ("variant" not in c or x.get("variant") == c["variant"])
                 and all(str(x.get(k)) == str(v) for k, v in c.get("where", {}).items())]
         if not vals:

@@ -5,6 +5,7 @@
     reproduce-all [--quick] [--platform P] [--fresh]
     report [RUN-ID]                        redraw a finished run's report
     build [--arch A ...]                   build the kernels (cached)
+    images [--arch A ...]                  build the guest images (cached)
     test [pytest args]                     the test suite
 
 Bad input exits 2 with one line that names the valid choices.
@@ -54,6 +55,8 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("run_id", nargs="?", default=None)
     b = sub.add_parser("build", help="build the kernels for one or more architectures")
     b.add_argument("--arch", action="append", help=f"one of {', '.join(build.ARCHES)} (default: all)")
+    im = sub.add_parser("images", help="build the guest images (Linux + initramfs with the kernels)")
+    im.add_argument("--arch", action="append", help="one of sparc64, armv6, x86_64 (default: all)")
     t = sub.add_parser("test", help="run the test suite")
     t.add_argument("pytest_args", nargs=argparse.REMAINDER)
     return p
@@ -105,6 +108,18 @@ def main(argv: list[str] | None = None) -> int:
                 build.check_arch(a)
             for a in args.arch or list(build.ARCHES):
                 print(build.build(a, log=runner.Progress()))
+            return 0
+        if args.command == "images":
+            from trapline import images
+            from trapline.platforms.qemu import QemuPlatform
+            arches = args.arch or list(images.ARCHES)
+            for a in arches:
+                images.check_arch(a)
+            log = runner.Progress()
+            for a in arches:
+                img = QemuPlatform().image(a, log)
+                print(f"{a}: kernel {img.kernel} (sha256 {img.facts.get('LINUX_SHA256', '?')[:16]}), "
+                      f"initramfs {img.initrd} (sha256 {img.facts.get('INITRD_SHA256', '?')[:16]})")
             return 0
         if args.command == "test":
             return subprocess.call([sys.executable, "-m", "pytest", *args.pytest_args], cwd=results.ROOT)

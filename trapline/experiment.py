@@ -126,6 +126,8 @@ def _semantic_checks(exp_id: str, path: Path, data: dict) -> list[str]:
         if not p.get("runs"):
             errs.append(f"{at}: needs 'runs' (or 'not_applicable' with a reason)")
             continue
+        if pname in ("qemu", "model") and "arch" not in p:
+            errs.append(f"{at}: needs 'arch' (the guest: x86_64, sparc64 or armv6)")
         if "headline" not in p:
             errs.append(f"{at}: needs a 'headline' metric")
         if "reproduced_if" not in p and "contrast" not in p:

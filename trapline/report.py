@@ -32,6 +32,12 @@ def _unit(v, unit: str) -> str:
     return f"{analysis.fmt(v)}{'x' if unit == 'x' else ' ' + unit}"
 
 
+def _ns_header(e: dict) -> str:
+    if e["platform"] == "qemu":
+        return "median emulated ns/op (QEMU wall clock: emulation time, not a prediction)"
+    return "median ns/op"
+
+
 def _group_label(g: dict) -> str:
     skip = {"variant", "n", "ops_per_sample", "median_sample_ns"}
     params = [f"{k}={v}" for k, v in g.items() if k not in skip and not k.startswith(("median_", "min_", "max_", "q1_", "q3_", "iqr_"))]
@@ -46,7 +52,7 @@ def _plot_entry(entry: dict, spec: dict):
     import matplotlib.pyplot as plt
 
     gs = entry.get("groups") or []
-    if not gs:
+    if not gs or entry["platform"] == "qemu":  # QEMU's clock is emulation time: no timing plots
         return None
     stat = spec.get("stat", "ns_per_op")
     key = "median_" + stat
@@ -212,7 +218,7 @@ def _markdown(summary, entries, manifest, exps) -> str:
             L += [f"- check {c['name']}: {'ok' if c['ok'] else 'FAILED'} ({c['detail']})" for c in e["checks"]]
             L.append("")
         if e.get("groups"):
-            L += ["| group | n | median ns/op | IQR % |", "|---|---|---|---|"]
+            L += [f"| group | n | {_ns_header(e)} | IQR % |", "|---|---|---|---|"]
             L += [f"| {_group_label(g)} | {g['n']} | {analysis.fmt(g['median_ns_per_op'])} | {analysis.fmt(g['iqr_percent'])} |"
                   for g in e["groups"][:80]]
             L.append("")
@@ -262,7 +268,7 @@ def _html(summary, entries, manifest, exps, plots, overview) -> str:
 {f'<table><tr><th>figure</th><th>claimed</th><th>reproduced</th></tr>{figs}</table>' if figs else ''}
 {f'<ul>{checks}</ul>' if checks else ''}
 {_img(plots[key]) if key in plots else ''}
-{f'<details><summary>groups ({len(e.get("groups", []))})</summary><table><tr><th>group</th><th>n</th><th>median ns/op</th><th>IQR %</th></tr>{groups}</table></details>' if groups else ''}
+{f'<details><summary>groups ({len(e.get("groups", []))})</summary><table><tr><th>group</th><th>n</th><th>{esc(_ns_header(e))}</th><th>IQR %</th></tr>{groups}</table></details>' if groups else ''}
 {f'<ul class=warn>{warns}</ul>' if warns else ''}
 {f'<details><summary>commands</summary><pre>{cmds}</pre></details>' if cmds else ''}
 </section>""")

@@ -100,7 +100,8 @@ def execute(command: str, exp_ids: list[str], platform: str | None, quick: bool,
                 entry = analysis.judge(spec, exp.headline, prun.output, prun.error)
             entry.update(base, platform_label=plat.label,
                          commands=prun.commands if prun else [], seconds=round(prun.seconds, 3) if prun else 0.0,
-                         binaries=prun.binaries if prun else {})
+                         binaries=prun.binaries if prun else {},
+                         platform_facts=prun.facts if prun else {})
             log(f"    {entry['status']}: {entry['metric']} = {analysis.fmt(entry['reproduced'])}"
                 f" (claimed {analysis.fmt(entry['claimed'])})")
             rd.save_entry(entry, prun.raw if prun else "")

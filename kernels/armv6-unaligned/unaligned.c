@@ -312,6 +312,9 @@ int main(int argc, char **argv)
         tl_count(variant, "alignment_fixups_user", u1 - u0, cp);
         tl_count(variant, "alignment_fixups_dword", d1 - d0, cp);
         tl_count(variant, "alignment_fixups_multi", m1 - m0, cp);
+        /* every run (warm-up included) executed iters loads: the counters above
+         * must have risen by exactly this for the kernel-fixed variants */
+        tl_count(variant, "loads", (uint64_t)iters * (uint64_t)(reps + warmup ? reps + warmup : 1), cp);
     } else {
         printf("TL exp=%s kind=info proc_cpu_alignment=absent\n", tl_exp);
     }

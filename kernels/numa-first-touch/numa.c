@@ -278,6 +278,11 @@ static void experiment(const struct run *R, const struct topo *t, const char *va
     tl_count(variant, "pages_remote", remote, params);
     tl_count(variant, "pages_unknown", unknown, params);
     tl_count(variant, "pages_total", total, params);
+    /* the outcome of this placement, summed over bimodal trials by the harness:
+     * 1 when more than half the pages are on the measuring CPU's node */
+    tl_count(variant, "mostly_local", total && 2 * local > total, params);
+    tl_count(variant, "mostly_remote", total && 2 * remote > total, params);
+    tl_count(variant, "placements", 1, params);
 
     struct ctx c = {.buf = buf, .nlines = nlines, .stride = R->stride};
     tl_measure(variant, params, R->warmup, R->reps, body, &c);

@@ -133,6 +133,7 @@ int main(int argc, char **argv)
         snprintf(cp, sizeof cp, "%s nwindows=%ld source=derived per=descent", params, nwin);
         tl_count("recursion", "expected_spills", per, cp);
         tl_count("recursion", "expected_fills", per, cp);
+        tl_count("recursion", "calls_per_descent", (uint64_t)n, cp);
         snprintf(cp, sizeof cp, "%s nwindows=%ld source=derived per=sample", params, nwin);
         tl_count("recursion", "expected_spills", per * (uint64_t)repeats, cp);
         tl_count("recursion", "expected_fills", per * (uint64_t)repeats, cp);

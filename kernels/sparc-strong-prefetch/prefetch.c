@@ -152,5 +152,7 @@ int main(int argc, char **argv)
     char params[128];
     snprintf(params, sizeof params, "fcn=%d target=%s iters=%lld", fcn, target, iters);
     tl_measure_rusage(variant, params, warmup, reps, body, &c);
+    /* every run (warm-up included) executed iters prefetches without a fault */
+    tl_count(variant, "prefetches", (uint64_t)iters * (uint64_t)(warmup + reps), params);
     return 0;
 }

@@ -2,7 +2,7 @@
 name is the registry key used by --platform and by experiments/<id>.yaml.
 
     host   the x86_64 machine trapline runs on (real hardware, real time)
-    qemu   guests booted under QEMU: functional traps and counts (planned)
+    qemu   guests booted under QEMU: functional traps and counts
     model  the timing model inside QEMU (planned)
     gem5   gem5 with the same machine descriptions, where a user has gem5 (planned)
 """
@@ -12,11 +12,11 @@ from __future__ import annotations
 from trapline.errors import UsageError
 from trapline.platforms.base import Platform
 from trapline.platforms.host import HostPlatform
+from trapline.platforms.qemu import QemuPlatform
 
-PLATFORMS: dict[str, type[Platform]] = {"host": HostPlatform}
+PLATFORMS: dict[str, type[Platform]] = {"host": HostPlatform, "qemu": QemuPlatform}
 # Named in experiment files already; runnable once their issue lands.
 PLANNED = {
-    "qemu": "the QEMU guest lane (sparc64, armv6, two-node x86_64 guests) is not built yet",
     "model": "the timing model (QEMU plugin + machine descriptions) is not built yet",
     "gem5": "gem5 scripts are not written yet (and gem5 is not installed here)",
 }

@@ -16,6 +16,7 @@ class PlatformRun:
     error: str | None = None      # set when the run failed (the message names why)
     binaries: dict[str, str] = field(default_factory=dict)  # path -> sha256
     seconds: float = 0.0
+    facts: dict = field(default_factory=dict)  # platform specifics for the entry (e.g. emulation time)
 
 
 class Platform:

@@ -9,19 +9,16 @@ from __future__ import annotations
 
 import os
 import platform as pyplatform
-import signal
-import subprocess
-import threading
 import time
 from pathlib import Path
 
 from trapline import build, kernelio
+from trapline.proc import CONSOLE_TAIL_LINES, run_command, tail  # noqa: F401 (re-exported)
 from trapline.errors import UsageError
 from trapline.platforms.base import Platform, PlatformRun
 
 DEFAULT_TIMEOUT_S = 600
 QUICK_TIMEOUT_S = 120
-CONSOLE_TAIL_LINES = 20
 
 
 def cpu_model() -> str:
@@ -32,52 +29,6 @@ def cpu_model() -> str:
     except OSError:
         pass
     return pyplatform.processor() or "unknown"
-
-
-def run_command(cmd: list[str], timeout: float, cwd: Path | None = None, log=None,
-                progress_every: float = 15.0) -> tuple[int | None, str, str]:
-    """Run cmd in its own process group; on timeout kill the whole group.
-    While it runs, log a progress line every progress_every seconds with the
-    number of samples printed so far. Returns (exit status or None on
-    timeout, stdout, stderr)."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=cwd, start_new_session=True)
-    chunks: dict[str, list[str]] = {"out": [], "err": []}
-
-    def pump(stream, key):
-        for line in stream:
-            chunks[key].append(line)
-
-    readers = [threading.Thread(target=pump, args=(proc.stdout, "out"), daemon=True),
-               threading.Thread(target=pump, args=(proc.stderr, "err"), daemon=True)]
-    for t in readers:
-        t.start()
-    t0 = time.monotonic()
-    next_report = t0 + progress_every
-    status: int | None = None
-    while True:
-        try:
-            status = proc.wait(timeout=0.25)
-            break
-        except subprocess.TimeoutExpired:
-            now = time.monotonic()
-            if now - t0 > timeout:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                status = None
-                break
-            if log and now >= next_report:
-                n = sum(1 for l in chunks["out"] if l.startswith("TL ") and "kind=sample" in l)
-                log(f"    ... running for {now - t0:.0f} s, {n} samples so far (timeout {timeout:.0f} s)")
-                next_report = now + progress_every
-    for t in readers:
-        t.join(timeout=5)
-    return status, "".join(chunks["out"]), "".join(chunks["err"])
-
-
-def tail(text: str, n: int = CONSOLE_TAIL_LINES) -> str:
-    lines = text.strip().splitlines()
-    return "\n".join(lines[-n:])
 
 
 class HostPlatform(Platform):

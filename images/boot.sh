@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# Boot a trapline guest image under QEMU and stream its serial console to stdout.
+#
+#   images/boot.sh ARCH KERNEL INITRD [TIMEOUT]
+#
+#   ARCH     sparc64 | armv6 | x86_64
+#   KERNEL   kernel image from images/build.sh (vmlinux-sparc64, zImage-armv6, bzImage-x86_64)
+#   INITRD   initramfs.cpio from images/build.sh
+#   TIMEOUT  seconds of wall time before QEMU is killed (default 600)
+#
+# The guest's /init prints `TLG ...` marker lines (see images/init/init.c) and powers
+# off after `TLG done`: QEMU exits by itself on sun4u and x86_64; on raspi0 the kernel
+# can only halt, so QEMU is killed as soon as `TLG done` is seen (on the other arches
+# after a 5 s grace period if it has not exited).
+#
+# Environment:
+#   TRAPLINE_APPEND     extra kernel command line, e.g. 'tlg.run="/trapline/tests/hello a=1"'
+#                       or 'tlg.timeout=120' or 'quiet' (see init.c for tlg.*)
+#   TRAPLINE_SERIAL_LOG also write the console output to this file
+#   TRAPLINE_DTB        raspi0 device tree (default: bcm2835-rpi-zero.dtb next to KERNEL)
+#   TRAPLINE_MEM        guest RAM in MiB (defaults: sun4u 256, x86_64 512 = 2 x 256,
+#                       raspi0 fixed at 512 by the board)
+#   TRAPLINE_ACCEL      x86_64 only: tcg (default, same behaviour on every host) or kvm
+#   TRAPLINE_QEMU_EXTRA extra QEMU arguments (word-split)
+#   TRAPLINE_DRY_RUN=1  print the QEMU command line and exit
+#
+# Exit status: 0 if `TLG done` was seen, 124 on timeout, 125 if QEMU ended without
+# `TLG done` (panic, crash), 2 on a usage error.
+# On stderr: the QEMU command line, then `boot.sh: init_seen_s=... done_seen_s=...
+# qemu_exit_s=...` (host wall seconds from QEMU start to the `TLG init` line, the
+# `TLG done` line, and QEMU's end).
+set -euo pipefail
+
+die() { echo "boot.sh: $*" >&2; exit 2; }
+[[ $# -ge 3 && $# -le 4 ]] || die "usage: images/boot.sh ARCH KERNEL INITRD [TIMEOUT]"
+ARCH=$1 KERNEL=$2 INITRD=$3 TIMEOUT=${4:-600}
+[[ -f $KERNEL ]] || die "no kernel $KERNEL"
+[[ -f $INITRD ]] || die "no initramfs $INITRD"
+[[ $TIMEOUT =~ ^[0-9]+$ ]] || die "TIMEOUT must be whole seconds"
+
+APPEND_EXTRA=${TRAPLINE_APPEND:-}
+# panic=-1: reboot at once on a panic; with -no-reboot QEMU then exits instead of
+# hanging until the timeout (raspi0 cannot reboot itself and still waits).
+case $ARCH in
+sparc64)
+	MEM=${TRAPLINE_MEM:-256}
+	QEMU=(qemu-system-sparc64 -M sun4u -m "$MEM")
+	APPEND="console=ttyS0 panic=-1"
+	GRACE=5
+	;;
+armv6)
+	DTB=${TRAPLINE_DTB:-$(dirname "$KERNEL")/bcm2835-rpi-zero.dtb}
+	[[ -f $DTB ]] || die "no device tree $DTB (set TRAPLINE_DTB)"
+	QEMU=(qemu-system-arm -M raspi0 -m 512 -dtb "$DTB")
+	APPEND="console=ttyAMA0 panic=-1"
+	GRACE=0
+	;;
+x86_64)
+	MEM=${TRAPLINE_MEM:-512}
+	HALF=$((MEM / 2))
+	ACCEL=${TRAPLINE_ACCEL:-tcg}
+	# Two vCPUs, one per NUMA node, each node with half the RAM (QEMU exports the
+	# topology in ACPI SRAT/SLIT).
+	QEMU=(qemu-system-x86_64 -M pc -accel "$ACCEL" -cpu max -m "$MEM" -smp 2
+		-object memory-backend-ram,id=mem0,size=${HALF}M
+		-object memory-backend-ram,id=mem1,size=$((MEM - HALF))M
+		-numa node,nodeid=0,cpus=0,memdev=mem0
+		-numa node,nodeid=1,cpus=1,memdev=mem1)
+	APPEND="console=ttyS0 panic=-1"
+	GRACE=5
+	;;
+*) die "unknown ARCH '$ARCH' (choose sparc64, armv6 or x86_64)" ;;
+esac
+[[ -z $APPEND_EXTRA ]] || APPEND="$APPEND $APPEND_EXTRA"
+# Serial console on stdio, no monitor, no graphics; -no-reboot makes a guest reboot
+# (or panic=-1) end QEMU.
+QEMU+=(-nographic -monitor none -serial stdio -no-reboot
+	-kernel "$KERNEL" -initrd "$INITRD" -append "$APPEND")
+# shellcheck disable=SC2206
+[[ -z ${TRAPLINE_QEMU_EXTRA:-} ]] || QEMU+=(${TRAPLINE_QEMU_EXTRA})
+
+printf 'boot.sh: qemu:' >&2
+printf ' %q' "${QEMU[@]}" >&2
+printf '\n' >&2
+[[ ${TRAPLINE_DRY_RUN:-0} != 1 ]] || exit 0
+
+# Host wall clock in microseconds (bash 5 EPOCHREALTIME; no forks per console line).
+now_us() { local t=${EPOCHREALTIME/[.,]/}; echo $((10#$t)); }
+fmt_s() { printf '%d.%03d' $(($1 / 1000000)) $((($1 % 1000000) / 1000)); }
+
+tmp=$(mktemp -d)
+fifo="$tmp/console"
+mkfifo "$fifo"
+t0=$(now_us)
+"${QEMU[@]}" </dev/null >"$fifo" 2>"$tmp/qemu.err" &
+qpid=$!
+cleanup() {
+	kill "$qpid" 2>/dev/null || true
+	wait "$qpid" 2>/dev/null || true
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+since() { fmt_s $(($(now_us) - t0)); }
+deadline=$((t0 + TIMEOUT * 1000000))
+left() {
+	local l=$((deadline - $(now_us)))
+	((l > 0)) || l=0
+	fmt_s "$l"
+}
+
+log=${TRAPLINE_SERIAL_LOG:-/dev/null}
+: >"$log"
+init_s=- done_s=- status=125 timed_out=0
+exec 3<"$fifo"
+while :; do
+	l=$(left)
+	if [[ $l == 0.000 ]]; then timed_out=1; break; fi
+	if IFS= read -r -t "$l" line <&3; then
+		line=${line%$'\r'}
+		printf '%s\n' "$line"
+		printf '%s\n' "$line" >>"$log"
+		case $line in
+		"TLG init "*) [[ $init_s != - ]] || init_s=$(since) ;;
+		"TLG done"*)
+			done_s=$(since)
+			status=0
+			break
+			;;
+		esac
+	else
+		rc=$?
+		if ((rc > 128)); then timed_out=1; fi # read timed out
+		break                                   # else EOF: QEMU exited
+	fi
+done
+
+if [[ $status == 0 && $GRACE -gt 0 ]]; then
+	# let the guest power off by itself; copy what it still prints
+	while IFS= read -r -t "$GRACE" line <&3; do
+		line=${line%$'\r'}
+		printf '%s\n' "$line"
+		printf '%s\n' "$line" >>"$log"
+	done
+fi
+if [[ $timed_out == 1 ]]; then
+	status=124
+	echo "boot.sh: timeout after ${TIMEOUT}s, killing QEMU" >&2
+fi
+kill "$qpid" 2>/dev/null || true
+wait "$qpid" 2>/dev/null || true
+exec 3<&-
+# (QEMU's own "terminating on signal 15" after our kill is expected, not shown)
+grep -v 'terminating on signal 15' "$tmp/qemu.err" | sed 's/^/boot.sh: qemu stderr: /' >&2 || true
+echo "boot.sh: arch=$ARCH init_seen_s=$init_s done_seen_s=$done_s qemu_exit_s=$(since) status=$status" >&2
+exit $status

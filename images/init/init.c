@@ -1,0 +1,414 @@
+/*
+ * trapline guest /init: runs a list of commands on the console and powers off.
+ *
+ * Built static for each guest architecture by images/build.sh and placed at /init
+ * in the initramfs. What it does, in order:
+ *   1. mounts devtmpfs on /dev, proc on /proc, sysfs on /sys (and makes sure fds
+ *      0/1/2 are the console);
+ *   2. prints `TLG init uptime=<s> kernel=<release> machine=<machine>`;
+ *   3. takes the command list from the kernel command line, or else from a file:
+ *        tlg.run=CMD                one command, no spaces, e.g. tlg.run=/trapline/tests/hello
+ *        tlg.run="CMD ARGS;CMD2"    commands separated by ';', arguments by blanks
+ *        tlg.list=/path             list file (default /trapline/run.list)
+ *        tlg.timeout=SECONDS        per-command timeout (default 600)
+ *      The list file has one command per line, arguments separated by blanks;
+ *      blank lines and lines starting with '#' are skipped. A command may start with
+ *      the token `@timeout=SECONDS` to override the timeout for that command.
+ *   4. runs each command n = 1, 2, ... (argv[0] is a path, or a name looked up in
+ *      PATH=/trapline/bin:/trapline/tests:/bin; LD_LIBRARY_PATH=/trapline/lib) in its
+ *      own session, in /tmp, with its stdout
+ *      and stderr on the console, framed by marker lines:
+ *        TLG cmd <n> <argv joined by blanks>
+ *        TLG begin <n>
+ *        ... the command's output ...
+ *        TLG end <n> status=<code>
+ *        TLG time <n> wall=<s> user=<s> sys=<s>
+ *      <code> is the exit status (0..255; 127 = could not exec), `sig<N>` if the
+ *      command was killed by signal N, or `timeout` if it ran past its timeout (the
+ *      whole process group is then killed with SIGKILL);
+ *   5. prints `TLG done`, waits for the console to drain and calls
+ *      reboot(RB_POWER_OFF). (sun4u and x86 power off and QEMU exits; raspi0 only
+ *      halts, so images/boot.sh kills QEMU when it sees `TLG done`.)
+ *
+ * No shell, no libc beyond what a static binary carries; no polling: the wait for
+ * a command uses sigtimedwait on SIGCHLD so init does not wake up while a
+ * benchmark runs.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/reboot.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/types.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_CMDS 512
+#define MAX_ARGS 128
+#define DEFAULT_TIMEOUT 600.0
+#define DEFAULT_LIST "/trapline/run.list"
+#define GUEST_PATH "/trapline/bin:/trapline/tests:/bin:/sbin"
+
+struct cmd {
+	char *argv[MAX_ARGS + 1];
+	int argc;
+	double timeout; /* seconds; <0: use the global one */
+};
+
+static struct cmd cmds[MAX_CMDS];
+static int ncmds;
+
+/* One write per message, so lines do not tear when the console is shared. */
+static void say(const char *fmt, ...)
+{
+	char buf[4096];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if (n >= (int)sizeof(buf))
+		n = sizeof(buf) - 1;
+	for (char *p = buf; n > 0;) {
+		ssize_t w = write(1, p, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return;
+		}
+		p += w;
+		n -= w;
+	}
+}
+
+static double now(clockid_t clk)
+{
+	struct timespec ts;
+
+	clock_gettime(clk, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static double tv_sec(struct timeval tv)
+{
+	return tv.tv_sec + tv.tv_usec / 1e6;
+}
+
+static void do_mount(const char *src, const char *dir, const char *type)
+{
+	mkdir(dir, 0755);
+	if (mount(src, dir, type, 0, NULL) < 0 && errno != EBUSY)
+		say("TLG warn mount %s on %s: %s\n", type, dir, strerror(errno));
+}
+
+static void setup_console(void)
+{
+	/* The kernel opens /dev/console for us if the initramfs has the node;
+	 * if it did not, open it from devtmpfs now. */
+	if (fcntl(1, F_GETFD) < 0) {
+		int fd = open("/dev/console", O_RDWR | O_NOCTTY);
+
+		if (fd >= 0) {
+			dup2(fd, 0);
+			dup2(fd, 1);
+			dup2(fd, 2);
+			if (fd > 2)
+				close(fd);
+		}
+	}
+}
+
+static char *read_file(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	size_t len = 0, cap = 4096;
+	char *buf;
+
+	if (fd < 0)
+		return NULL;
+	buf = malloc(cap + 1);
+	for (;;) {
+		ssize_t r;
+
+		if (len == cap) {
+			cap *= 2;
+			buf = realloc(buf, cap + 1);
+		}
+		r = read(fd, buf + len, cap - len);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		len += r;
+	}
+	close(fd);
+	buf[len] = '\0';
+	return buf;
+}
+
+static int is_blank(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* Split s (modified in place) into one command; returns 0 if it was empty. */
+static int add_cmd(char *s, double default_timeout)
+{
+	struct cmd *c;
+
+	if (ncmds == MAX_CMDS) {
+		say("TLG warn more than %d commands, rest ignored\n", MAX_CMDS);
+		return 0;
+	}
+	c = &cmds[ncmds];
+	memset(c, 0, sizeof(*c));
+	c->timeout = default_timeout;
+	for (;;) {
+		while (is_blank(*s))
+			s++;
+		if (!*s)
+			break;
+		if (c->argc == MAX_ARGS) {
+			say("TLG warn more than %d arguments, rest ignored\n", MAX_ARGS);
+			break;
+		}
+		c->argv[c->argc++] = s;
+		while (*s && !is_blank(*s))
+			s++;
+		if (*s)
+			*s++ = '\0';
+	}
+	if (c->argc > 0 && strncmp(c->argv[0], "@timeout=", 9) == 0) {
+		c->timeout = strtod(c->argv[0] + 9, NULL);
+		memmove(c->argv, c->argv + 1, c->argc * sizeof(char *));
+		c->argc--;
+	}
+	if (c->argc == 0)
+		return 0;
+	ncmds++;
+	return 1;
+}
+
+/* Value of kernel parameter `name=` in the command line: quoted or up to a blank.
+ * Returns a malloc'd string or NULL. */
+static char *cmdline_param(const char *cmdline, const char *name)
+{
+	size_t nl = strlen(name);
+	const char *p = cmdline;
+
+	while (*p) {
+		const char *tok;
+		int quoted = 0;
+
+		while (is_blank(*p))
+			p++;
+		tok = p;
+		/* skip this token (a quoted part may contain blanks) */
+		while (*p && (quoted || !is_blank(*p))) {
+			if (*p == '"')
+				quoted = !quoted;
+			p++;
+		}
+		if ((size_t)(p - tok) > nl && strncmp(tok, name, nl) == 0 && tok[nl] == '=') {
+			const char *v = tok + nl + 1, *e = p;
+			char *out, *o;
+
+			out = o = malloc(e - v + 1);
+			for (; v < e; v++)
+				if (*v != '"')
+					*o++ = *v;
+			*o = '\0';
+			return out;
+		}
+	}
+	return NULL;
+}
+
+static void load_commands(double timeout)
+{
+	char *cmdline = read_file("/proc/cmdline");
+	char *run = cmdline ? cmdline_param(cmdline, "tlg.run") : NULL;
+	char *list = cmdline ? cmdline_param(cmdline, "tlg.list") : NULL;
+	const char *path = list ? list : DEFAULT_LIST;
+
+	if (run) {
+		char *save = NULL;
+
+		say("TLG list source=cmdline\n");
+		for (char *s = strtok_r(run, ";", &save); s; s = strtok_r(NULL, ";", &save))
+			add_cmd(s, timeout);
+		return;
+	}
+	char *text = read_file(path);
+	if (!text) {
+		say("TLG warn no tlg.run= on the command line and no %s: nothing to run\n", path);
+		return;
+	}
+	say("TLG list source=%s\n", path);
+	for (char *line = text; line && *line;) {
+		char *nl = strchr(line, '\n');
+
+		if (nl)
+			*nl = '\0';
+		char *s = line;
+		while (is_blank(*s))
+			s++;
+		if (*s && *s != '#')
+			add_cmd(s, timeout);
+		line = nl ? nl + 1 : NULL;
+	}
+}
+
+static void run_one(int n, struct cmd *c, sigset_t *chld)
+{
+	char joined[2048];
+	size_t off = 0;
+	struct rusage ru;
+	int st = 0;
+	int done = 0, timed_out = 0;
+	double t0, t1;
+	pid_t pid;
+
+	joined[0] = '\0';
+	for (int i = 0; i < c->argc && off < sizeof(joined); i++)
+		off += snprintf(joined + off, sizeof(joined) - off, "%s%s", i ? " " : "", c->argv[i]);
+	say("TLG cmd %d %s\n", n, joined);
+	say("TLG begin %d\n", n);
+
+	memset(&ru, 0, sizeof(ru));
+	t0 = now(CLOCK_MONOTONIC);
+	pid = fork();
+	if (pid < 0) {
+		say("TLG warn fork: %s\n", strerror(errno));
+		say("TLG end %d status=127\n", n);
+		return;
+	}
+	if (pid == 0) {
+		sigset_t none;
+
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		setsid(); /* own process group, so a timeout can kill all of it */
+		execvp(c->argv[0], c->argv);
+		say("TLG warn exec %s: %s\n", c->argv[0], strerror(errno));
+		_exit(127);
+	}
+
+	while (!done) {
+		struct timespec ts;
+		double left = c->timeout - (now(CLOCK_MONOTONIC) - t0);
+		int sig;
+
+		if (left <= 0) {
+			kill(-pid, SIGKILL);
+			kill(pid, SIGKILL);
+			timed_out = 1;
+			if (wait4(pid, &st, 0, &ru) == pid)
+				done = 1;
+			break;
+		}
+		ts.tv_sec = (time_t)left;
+		ts.tv_nsec = (long)((left - ts.tv_sec) * 1e9);
+		sig = sigtimedwait(chld, NULL, &ts);
+		if (sig < 0 && errno != EAGAIN && errno != EINTR) {
+			/* e.g. ENOSYS: 32-bit glibc uses the time32 syscall, which needs
+			 * CONFIG_COMPAT_32BIT_TIME. Fall back to polling every 10 ms. */
+			static int warned;
+
+			if (!warned++)
+				say("TLG warn sigtimedwait: %s (polling instead)\n", strerror(errno));
+			usleep(10000);
+		}
+		/* reap everything that ended: our child and any orphans re-parented to us */
+		for (;;) {
+			struct rusage r;
+			int s;
+			pid_t w = wait4(-1, &s, WNOHANG, &r);
+
+			if (w <= 0)
+				break;
+			if (w == pid) {
+				st = s;
+				ru = r;
+				done = 1;
+			}
+		}
+	}
+	t1 = now(CLOCK_MONOTONIC);
+	/* Anything the command left running in its session dies with it. */
+	kill(-pid, SIGKILL);
+
+	if (timed_out)
+		say("TLG end %d status=timeout\n", n);
+	else if (WIFSIGNALED(st))
+		say("TLG end %d status=sig%d\n", n, WTERMSIG(st));
+	else
+		say("TLG end %d status=%d\n", n, WEXITSTATUS(st));
+	say("TLG time %d wall=%.6f user=%.6f sys=%.6f\n", n, t1 - t0, tv_sec(ru.ru_utime),
+	    tv_sec(ru.ru_stime));
+}
+
+int main(int argc, char **argv)
+{
+	struct utsname u;
+	sigset_t chld;
+	double timeout = DEFAULT_TIMEOUT;
+	char *cmdline, *t;
+
+	do_mount("devtmpfs", "/dev", "devtmpfs");
+	setup_console();
+	do_mount("proc", "/proc", "proc");
+	do_mount("sysfs", "/sys", "sysfs");
+	mkdir("/tmp", 01777);
+
+	uname(&u);
+	say("TLG init uptime=%.3f kernel=%s machine=%s\n", now(CLOCK_BOOTTIME), u.release,
+	    u.machine);
+
+	setenv("PATH", GUEST_PATH, 1);
+	/* shared libraries of dynamically linked programs (images/lib/initramfs.sh) */
+	setenv("LD_LIBRARY_PATH", "/trapline/lib", 1);
+	setenv("HOME", "/", 1);
+	setenv("TERM", "dumb", 1);
+	if (chdir("/tmp") < 0)
+		say("TLG warn chdir /tmp: %s\n", strerror(errno));
+
+	/* SIGCHLD stays blocked in init; sigtimedwait collects it. */
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, NULL);
+
+	cmdline = read_file("/proc/cmdline");
+	if (cmdline && (t = cmdline_param(cmdline, "tlg.timeout")) != NULL) {
+		timeout = strtod(t, NULL);
+		if (timeout <= 0)
+			timeout = DEFAULT_TIMEOUT;
+	}
+	load_commands(timeout);
+	for (int i = 0; i < ncmds; i++)
+		run_one(i + 1, &cmds[i], &chld);
+
+	say("TLG done\n");
+	tcdrain(1);
+	sync();
+	reboot(RB_POWER_OFF);
+	say("TLG warn reboot(RB_POWER_OFF): %s\n", strerror(errno));
+	for (;;)
+		pause();
+	(void)argc;
+	(void)argv;
+}

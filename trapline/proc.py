@@ -1,0 +1,65 @@
+"""Running a child process with a timeout that kills its whole process group,
+progress lines while it runs, and the tail of its output for error messages."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+CONSOLE_TAIL_LINES = 20
+
+
+def run_command(cmd: list[str], timeout: float, cwd: Path | None = None, log=None,
+                progress_every: float = 15.0, env: dict | None = None,
+                on_line=None) -> tuple[int | None, str, str]:
+    """Run cmd in its own process group; on timeout kill the whole group.
+    While it runs, log a progress line every progress_every seconds with the
+    number of samples printed so far; on_line(line) sees each stdout line as it
+    arrives. Returns (exit status or None on timeout, stdout, stderr)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+                            cwd=cwd, start_new_session=True, env=env)
+    chunks: dict[str, list[str]] = {"out": [], "err": []}
+
+    def pump(stream, key):
+        for line in stream:
+            chunks[key].append(line)
+            if on_line and key == "out":
+                on_line(line)
+
+    readers = [threading.Thread(target=pump, args=(proc.stdout, "out"), daemon=True),
+               threading.Thread(target=pump, args=(proc.stderr, "err"), daemon=True)]
+    for t in readers:
+        t.start()
+    t0 = time.monotonic()
+    next_report = t0 + progress_every
+    status: int | None = None
+    while True:
+        try:
+            status = proc.wait(timeout=0.25)
+            break
+        except subprocess.TimeoutExpired:
+            now = time.monotonic()
+            if now - t0 > timeout:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait()
+                status = None
+                break
+            if log and now >= next_report:
+                n = sum(1 for l in chunks["out"] if l.startswith("TL ") and "kind=sample" in l)
+                log(f"    ... running for {now - t0:.0f} s, {n} samples so far (timeout {timeout:.0f} s)")
+                next_report = now + progress_every
+    for t in readers:
+        t.join(timeout=5)
+    return status, "".join(chunks["out"]), "".join(chunks["err"])
+
+
+def tail(text: str, n: int = CONSOLE_TAIL_LINES) -> str:
+    lines = text.strip().splitlines()
+    return "\n".join(lines[-n:])
