@@ -20,7 +20,8 @@
 #   TRAPLINE_DTB        raspi0 device tree (default: bcm2835-rpi-zero.dtb next to KERNEL)
 #   TRAPLINE_MEM        guest RAM in MiB (defaults: sun4u 256, x86_64 512 = 2 x 256,
 #                       raspi0 fixed at 512 by the board)
-#   TRAPLINE_ACCEL      x86_64 only: tcg (default, same behaviour on every host) or kvm
+#   TRAPLINE_ACCEL      x86_64 only: tcg (default, same behaviour on every host; -cpu max)
+#                       or kvm (-cpu host; untested: KVM failed on the nested build host)
 #   TRAPLINE_QEMU_EXTRA extra QEMU arguments (word-split)
 #   TRAPLINE_DRY_RUN=1  print the QEMU command line and exit
 #
@@ -59,9 +60,14 @@ x86_64)
 	MEM=${TRAPLINE_MEM:-512}
 	HALF=$((MEM / 2))
 	ACCEL=${TRAPLINE_ACCEL:-tcg}
+	# TCG: -cpu max (every feature QEMU emulates); KVM: the host CPU as it is.
+	# KVM did not work on the (nested) build host: QEMU 7.2 asserts in
+	# kvm_buf_set_msrs with -cpu max or host, and hangs in the BIOS with kvm64.
+	CPU=max
+	[[ $ACCEL != kvm ]] || CPU=host
 	# Two vCPUs, one per NUMA node, each node with half the RAM (QEMU exports the
 	# topology in ACPI SRAT/SLIT).
-	QEMU=(qemu-system-x86_64 -M pc -accel "$ACCEL" -cpu max -m "$MEM" -smp 2
+	QEMU=(qemu-system-x86_64 -M pc -accel "$ACCEL" -cpu "$CPU" -m "$MEM" -smp 2
 		-object memory-backend-ram,id=mem0,size=${HALF}M
 		-object memory-backend-ram,id=mem1,size=$((MEM - HALF))M
 		-numa node,nodeid=0,cpus=0,memdev=mem0
@@ -79,9 +85,13 @@ QEMU+=(-nographic -monitor none -serial stdio -no-reboot
 # shellcheck disable=SC2206
 [[ -z ${TRAPLINE_QEMU_EXTRA:-} ]] || QEMU+=(${TRAPLINE_QEMU_EXTRA})
 
-printf 'boot.sh: qemu:' >&2
-printf ' %q' "${QEMU[@]}" >&2
-printf '\n' >&2
+{
+	printf 'boot.sh: qemu:'
+	for a in "${QEMU[@]}"; do
+		if [[ $a =~ ^[A-Za-z0-9_./:=,@+-]+$ ]]; then printf ' %s' "$a"; else printf " '%s'" "${a//\'/\'\\\'\'}"; fi
+	done
+	printf '\n'
+} >&2
 [[ ${TRAPLINE_DRY_RUN:-0} != 1 ]] || exit 0
 
 # Host wall clock in microseconds (bash 5 EPOCHREALTIME; no forks per console line).
@@ -131,6 +141,8 @@ while :; do
 		esac
 	else
 		rc=$?
+		# keep a partial last line (no newline before EOF or the timeout)
+		[[ -z $line ]] || { printf '%s\n' "${line%$'\r'}"; printf '%s\n' "${line%$'\r'}" >>"$log"; }
 		if ((rc > 128)); then timed_out=1; fi # read timed out
 		break                                   # else EOF: QEMU exited
 	fi

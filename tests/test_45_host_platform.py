@@ -27,3 +27,15 @@ def test_exit_status_and_progress_lines(tmp_path):
         timeout=30, log=seen.append, progress_every=0.5)
     assert status == 3 and "oops" in err
     assert any("1 samples so far" in s for s in seen), seen
+
+
+def test_process_without_its_marker_line_is_killed_early():
+    """A guest that never reaches its init is killed long before its timeout."""
+    t0 = time.monotonic()
+    status, out, err = host.run_command(["sh", "-c", "echo firmware; sleep 100"], timeout=60,
+                                        marker="TLG init", marker_timeout=1.0)
+    assert status is None and "firmware" in out
+    assert time.monotonic() - t0 < 10
+    status, out, err = host.run_command(["sh", "-c", "echo 'TLG init x'; sleep 1.5; echo done"], timeout=60,
+                                        marker="TLG init", marker_timeout=0.5)
+    assert status == 0 and "done" in out

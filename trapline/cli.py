@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import subprocess
 import sys
 
@@ -82,8 +83,13 @@ def cmd_report(run_id: str | None) -> int:
     return 0
 
 
+def _terminate(signum, frame):
+    raise KeyboardInterrupt  # SIGTERM (docker stop, timeout) ends like Ctrl-C: children killed, run resumable
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         args = parser().parse_args(argv)
         if args.command is None:

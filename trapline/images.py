@@ -27,6 +27,9 @@ MACHINE = {"sparc64": "QEMU sun4u (UltraSPARC IIi, OpenBIOS)", "armv6": "QEMU ra
            "x86_64": "QEMU pc, 2 vCPUs in 2 NUMA nodes (TCG)"}
 QEMU_BINARY = {"sparc64": "qemu-system-sparc64", "armv6": "qemu-system-arm", "x86_64": "qemu-system-x86_64"}
 BUILD_TIMEOUT_S = 3600
+# Every guest reaches our /init within 5 s here (sun4u's OpenBIOS is the slowest);
+# one that has printed no "TLG init" after this long is stuck before Linux runs.
+INIT_TIMEOUT_S = 90
 
 
 def check_arch(arch: str) -> None:
@@ -135,17 +138,25 @@ def boot(image: Image, commands: list[str], timeout: float, per_command_timeout:
             log(f"    guest: {line.strip()[4:]}")
 
     t0 = time.monotonic()
-    status, out, err = run_command(cmd, timeout + 60, env=env, on_line=on_line)
+    status, out, err = run_command(cmd, timeout + 60, env=env, on_line=on_line,
+                                   marker="TLG init", marker_timeout=INIT_TIMEOUT_S)
     facts = dict(re.findall(r"(init_seen_s|done_seen_s|qemu_exit_s)=(\S+)", err))
     facts["host_wall_s"] = f"{time.monotonic() - t0:.3f}"
     qemu = next((l.split("qemu:", 1)[1].strip() for l in err.splitlines() if l.startswith("boot.sh: qemu:")), "")
     return Boot(status, out, err, parse_console(out), facts, qemu)
 
 
+def reached_init(b: Boot) -> bool:
+    return "TLG init" in b.console
+
+
 def describe_failure(b: Boot, timeout: float) -> str | None:
     """None when the boot completed; else one message with the console tail."""
     if b.status == 0:
         return None
+    if not reached_init(b):
+        return (f"the guest did not reach its init (no 'TLG init' within {INIT_TIMEOUT_S} s) and QEMU was "
+                f"killed; console tail:\n{tail(b.console)}\n{tail(b.stderr, 5)}")
     what = {124: f"the guest did not finish within {timeout:.0f} s and QEMU was killed",
             125: "QEMU ended before the guest printed 'TLG done' (kernel panic or crash)",
             None: "boot.sh itself hung and was killed"}.get(b.status, f"boot.sh failed with status {b.status}")

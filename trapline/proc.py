@@ -15,18 +15,24 @@ CONSOLE_TAIL_LINES = 20
 
 def run_command(cmd: list[str], timeout: float, cwd: Path | None = None, log=None,
                 progress_every: float = 15.0, env: dict | None = None,
-                on_line=None) -> tuple[int | None, str, str]:
+                on_line=None, marker: str | None = None,
+                marker_timeout: float | None = None) -> tuple[int | None, str, str]:
     """Run cmd in its own process group; on timeout kill the whole group.
     While it runs, log a progress line every progress_every seconds with the
     number of samples printed so far; on_line(line) sees each stdout line as it
-    arrives. Returns (exit status or None on timeout, stdout, stderr)."""
+    arrives. With marker and marker_timeout, a process whose stdout has no line
+    starting with marker by then is killed too (a guest that never reaches its
+    init). Returns (exit status or None on timeout, stdout, stderr)."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
                             cwd=cwd, start_new_session=True, env=env)
     chunks: dict[str, list[str]] = {"out": [], "err": []}
+    seen = {"marker": marker is None}
 
     def pump(stream, key):
         for line in stream:
             chunks[key].append(line)
+            if key == "out" and not seen["marker"] and marker in line:
+                seen["marker"] = True
             if on_line and key == "out":
                 on_line(line)
 
@@ -41,9 +47,16 @@ def run_command(cmd: list[str], timeout: float, cwd: Path | None = None, log=Non
         try:
             status = proc.wait(timeout=0.25)
             break
-        except subprocess.TimeoutExpired:
+        except BaseException as e:  # noqa: B036 - Ctrl-C must not leave a guest or a build running
+            if not isinstance(e, subprocess.TimeoutExpired):
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                raise
             now = time.monotonic()
-            if now - t0 > timeout:
+            late = marker_timeout is not None and not seen["marker"] and now - t0 > marker_timeout
+            if now - t0 > timeout or late:
                 try:
                     os.killpg(proc.pid, signal.SIGKILL)
                 except ProcessLookupError:

@@ -140,6 +140,8 @@ def make_manifest(rd, args, exps, entries, platform_facts, finished) -> dict:
         "experiments": {eid: {"file": str(exps[eid].path.relative_to(results.ROOT)),
                               "sha256": results.sha256_file(exps[eid].path)} for eid in used_exps},
         "binaries_sha256": {f"{e['id']}.{e['platform']}": e.get("binaries", {}) for e in entries if e.get("binaries")},
+        # the exact kernel invocations, with the iteration counts each platform used
+        "commands": {f"{e['id']}.{e['platform']}": [" ".join(c) for c in e.get("commands", [])] for e in entries},
         "claims_md_sha256": results.sha256_file(claims) if claims.exists() else None,
         "environment": {k: os.environ[k] for k in ("TRAPLINE_CACHE", "TRAPLINE_RESULTS") if k in os.environ},
     }

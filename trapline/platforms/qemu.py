@@ -94,12 +94,19 @@ class QemuPlatform(Platform):
         timeout = spec.get("boot_timeout_s", QUICK_BOOT_TIMEOUT_S if quick else FULL_BOOT_TIMEOUT_S)
         log(f"{exp.id}: booting the {arch} guest ({images.MACHINE[arch]}) with {len(commands)} command(s)")
         b = images.boot(image, commands, timeout, log=log)
+        retried = False
+        if b.status != 0 and not images.reached_init(b):
+            # seen once here under heavy load: QEMU printed nothing at all; that is
+            # the emulator, not the experiment, so boot once more before failing
+            log(f"{exp.id}: the {arch} guest printed nothing before its init; booting it once more")
+            b = images.boot(image, commands, timeout, log=log)
+            retried = True
         hashes = {f"{exp.kernel}/{k}": v for k, v in build.binary_hashes(self._bindirs[arch] / exp.kernel).items()}
         hashes["guest/linux"] = image.facts.get("LINUX_SHA256", "")
         hashes["guest/initramfs"] = image.facts.get("INITRD_SHA256", "")
         raw = f"$ {b.qemu_cmdline}\n{b.console}\n--- boot.sh ---\n{b.stderr}"
         output = kernelio.KernelOutput()
-        facts = {"arch": arch, "boot": b.facts,
+        facts = {"arch": arch, "boot": b.facts, "boot_retried": retried,
                  "emulation_seconds": {c.argv: {"wall": c.wall_s, "user": c.user_s, "sys": c.sys_s}
                                        for c in b.commands}}
         err = images.describe_failure(b, timeout)
