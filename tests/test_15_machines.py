@@ -1,0 +1,312 @@
+"""Machine descriptions as data (gem5_configs/machines/*.yaml): every file
+validates, every number has a source, bad inputs are rejected with a sentence
+naming the field, units convert, and plugin_args is the contract with the
+timing plugin."""
+
+import copy
+import json
+import re
+
+import pytest
+import yaml
+
+from trapline import machine as M
+from trapline.errors import UsageError
+
+MACHINES = ["arm1176-rpi1", "generic-2020s-x86", "ultrasparc-iv-plus", "ultrasparc-t1", "x86-2012-server"]
+
+# The plugin's options, in order: the contract with the plugin's author.
+PLUGIN_KEYS = [
+    "cpi", "l1i_size", "l1i_assoc", "l1i_line", "l1i_lat",
+    "l1d_size", "l1d_assoc", "l1d_line", "l1d_lat", "l1d_write",
+    "l2_size", "l2_assoc", "l2_line", "l2_lat", "mem_lat",
+    "itlb_entries", "itlb_assoc", "dtlb_entries", "dtlb_assoc", "page", "tlb_miss",
+    "stlb_entries", "stlb_assoc", "stlb_lat",
+    "unaligned2", "unaligned4", "unaligned8", "unaligned_penalty", "straddle_penalty",
+    "trap_cost", "lock_cost", "split_lock_cost", "prefetch", "prefetch_trap", "nwindows", "window_trap",
+]
+
+
+def args(m) -> dict:
+    return dict(a.split("=", 1) for a in M.plugin_args(m))
+
+
+@pytest.fixture
+def x86():
+    return yaml.safe_load((M.MACHINES_DIR / "x86-2012-server.yaml").read_text())
+
+
+# ------------------------------------------------------------------ the files
+
+def test_every_machine_file_validates():
+    ms = M.load_all()
+    assert sorted(ms) == MACHINES
+    for name, m in ms.items():
+        assert m.name == name and m.path.name == f"{name}.yaml"
+
+
+def test_every_number_has_a_source_or_a_calibration_with_its_claim():
+    claim_text = M.CLAIMS_PATH.read_text() if M.CLAIMS_PATH.exists() else None
+    for name, m in M.load_all().items():
+        leaves = M.numeric_leaves(m.data)
+        assert leaves, name
+        for path, value, prov in leaves:
+            src = prov.get("source", "")
+            assert src, f"{name}: {path} = {value!r} has no source"
+            if src == "calibrated":
+                assert re.match(r"E[0-9]+: ", prov.get("claim", "")), f"{name}: {path} is calibrated without 'claim: E<n>: figure'"
+                if claim_text:
+                    assert f"## {prov['claim'].split(':')[0]} " in claim_text
+            elif src == "assumed":
+                assert len(prov.get("why", "")) >= 20, f"{name}: {path} is assumed without a reason"
+            else:
+                assert len(src) >= 15, f"{name}: {path}: '{src}' is not a citation"
+        # and the sources() view names every one of them
+        assert set(m.sources()) == {p for p, _, _ in leaves}
+
+
+def test_machines_cover_the_claims_they_are_for():
+    ms = M.load_all()
+    assert ms["ultrasparc-iv-plus"].data["claims"] == ["E1", "E4", "E6"]
+    assert ms["ultrasparc-t1"].data["claims"] == ["E7", "E8"]
+    assert ms["arm1176-rpi1"].data["claims"] == ["E2"]
+    assert ms["x86-2012-server"].data["claims"] == ["E3", "E5"]
+    numa = ms["x86-2012-server"].data["numa"]
+    assert numa["latency_ns"] == [["90ns", "120ns"], ["120ns", "90ns"]]
+    assert "E5" in numa["source"]
+
+
+def test_calibrated_figures_follow_from_the_claims():
+    """The arithmetic in each 'claim' is the value written (to 3 significant figures)."""
+    ms = M.load_all()
+    iv = ms["ultrasparc-iv-plus"]
+    assert iv.cycles("traps.cost") / iv.clock_hz == pytest.approx((5.749 - 0.0165) / 2e6, rel=1e-3)
+    assert iv.cycles("prefetch.trap_cost") / iv.clock_hz == pytest.approx((2.59 - 0.01) / 1e6, rel=1e-3)
+    arm = ms["arm1176-rpi1"]
+    assert arm.cycles("traps.cost") / arm.clock_hz == pytest.approx((68.754 - 2.413) / 1e8, rel=1e-3)
+    assert arm.cycles("unaligned.penalty") / arm.clock_hz == pytest.approx((2.053 - 1.934) / 1e8, rel=1e-2)
+    x = ms["x86-2012-server"]
+    assert x.cycles("atomics.lock_cost") / x.clock_hz == pytest.approx((8.73 - 1.41) * 1e-9, rel=1e-3)
+    assert x.cycles("atomics.split_lock_cost") / x.clock_hz == pytest.approx((1797.05 - 1.78) * 1e-9, rel=1e-3)
+    t1 = ms["ultrasparc-t1"]
+    assert t1.cycles("windows.spill_fill_cost") / t1.clock_hz == pytest.approx(1 / 6e6, rel=1e-2)
+
+
+# ------------------------------------------------------------------ bad inputs
+
+def _reject(tmp_path, data, name="x86-2012-server", sets=()):
+    p = tmp_path / f"{name}.yaml"
+    p.write_text(yaml.safe_dump(data))
+    with pytest.raises(M.MachineError) as ei:
+        M.load(p, sets)
+    return str(ei.value)
+
+
+@pytest.mark.parametrize("mutate, expected", [
+    (lambda d: d["caches"]["l1d"].update(line="48B"), "caches.l1d.line needs to be a power of two (got 48B)"),
+    (lambda d: d["caches"]["l2"].update(size="4kB", assoc=16, line="512B"),
+     "caches.l2.size (4kB) is smaller than one set (assoc 16 x line 512B)"),
+    (lambda d: d["caches"]["l3"].update(size="24MB", assoc=16),
+     "caches.l3.size (24MB) gives 24576 sets of assoc 16 x line 64B; the set count needs to be a power of two"),
+    (lambda d: d["tlb"]["dtlb"].update(entries=10), "tlb.dtlb.entries needs to be a multiple of its associativity (got 10 entries, assoc 4)"),
+    (lambda d: d.update(colour="red"), "(top level): unknown field 'colour'; valid fields: arch, atomics, caches"),
+    (lambda d: d["caches"]["l1d"].update(colour="red"), "caches.l1d: unknown field 'colour'; valid fields: assoc, claim, inclusion"),
+    (lambda d: d["caches"]["l1d"].update(line="64furlongs"), "caches.l1d.line: unknown unit 'furlongs' in '64furlongs'; valid units: B, kB"),
+    (lambda d: d["caches"]["l1d"].update(line=64), "caches.l1d.line: '64' needs a unit; valid units: B, kB"),
+    (lambda d: d["memory"].update(latency="90 fortnights"), "memory.latency: unknown unit 'fortnights' in '90 fortnights'; valid units: ps, ns, us, ms, cycles"),
+    (lambda d: d["clock"].update(value="2.6GHZ"), "clock: unknown unit 'GHZ' in '2.6GHZ'; valid units: Hz, kHz, MHz, GHz"),
+    (lambda d: d["caches"]["l1d"].update(write="write-around"), "caches.l1d.write: 'write-around' is not valid; choose one of: write-back, write-through"),
+    (lambda d: d["caches"]["l1d"].update(source="calibrated"), "caches.l1d: source is 'calibrated', so it needs 'claim'"),
+    (lambda d: d["caches"]["l1d"].update(source="calibrated", claim="E42: made up"), "caches.l1d.claim: 'E42' is not a claim in shared/claims.md"),
+    (lambda d: d["caches"]["l1d"].update(source="assumed"), "caches.l1d: source is 'assumed', so it needs 'why'"),
+    (lambda d: d["memory"].pop("source"), "memory: 'source' is a required property"),
+    (lambda d: d["caches"]["l2"].update(latency="3cycles"), "caches.l2.latency (3cycles) needs to be more than caches.l1d.latency (4cycles)"),
+    (lambda d: d["numa"].update(nodes=3), "numa.latency_ns needs 3 rows of 3 (one per node; numa.nodes is 3), got 2 rows of 2, 2"),
+    (lambda d: d["unaligned"].update(w2="hw-penalty"), "unaligned: widths mix 'hw' and 'hw-penalty'"),
+    (lambda d: d["prefetch"].update(semantics="weak", trap_cost="100cycles"), "prefetch.trap_cost is 100cycles but weak prefetches never trap"),
+    (lambda d: d["tlb"]["itlb"].update(page="8kB"), "tlb.itlb.page (8kB) and tlb.dtlb.page (4kB) differ"),
+    (lambda d: d.update(windows={"count": 8, "spill_fill_cost": "10cycles", "source": "a made-up source"}),
+     "windows: register windows are SPARC's; arch is x86_64"),
+    (lambda d: d.update(name="other-name"), "name: 'other-name' needs to equal the file name 'x86-2012-server'"),
+    (lambda d: d.update(claims=["E3", "E77"]), "claims[1]: 'E77' is not a claim in shared/claims.md"),
+])
+def test_bad_fields_are_named(tmp_path, x86, mutate, expected):
+    if "shared/claims.md" in expected and M.claim_ids() is None:
+        pytest.skip("shared/claims.md is not beside this clone")
+    d = copy.deepcopy(x86)
+    mutate(d)
+    msg = _reject(tmp_path, d)
+    assert expected in msg, msg
+    assert msg.startswith(str(tmp_path)), msg  # names the file
+
+
+@pytest.mark.parametrize("sets, expected", [
+    (["caches.l1d.lin=32B"], "--set caches.l1d.lin: unknown field 'lin' under caches.l1d; valid fields: assoc, claim, inclusion, latency, line"),
+    (["cache.l1d.line=32B"], "--set cache.l1d.line: unknown field 'cache' under the top level; valid fields: arch, atomics, caches"),
+    (["numa.latency_ns[2][0]=100ns"], "--set numa.latency_ns[2][0]: index 2 is out of range (numa.latency_ns has 2 items)"),
+    (["caches.l1d=32kB"], "--set caches.l1d: caches.l1d is a group of fields (assoc, claim,"),
+    (["caches.l1d.line"], "--set takes key=value, not 'caches.l1d.line'"),
+    (["caches.l1d.line=48B"], "caches.l1d.line needs to be a power of two (got 48B)"),
+    (["caches.l1d.line=32"], "caches.l1d.line: '32' needs a unit"),
+    (["tlb.dtlb.assoc=3"], "tlb.dtlb.entries needs to be a multiple of its associativity (got 64 entries, assoc 3)"),
+])
+def test_bad_sets_are_named(sets, expected):
+    with pytest.raises(M.MachineError) as ei:
+        M.load("x86-2012-server", sets)
+    assert expected in str(ei.value), str(ei.value)
+
+
+def test_unknown_machine_names_the_choices():
+    with pytest.raises(UsageError) as ei:
+        M.load("pdp-11")
+    assert str(ei.value) == ("unknown machine 'pdp-11'; valid choices: " + ", ".join(MACHINES)
+                             + " (or a path to a .yaml file)")
+
+
+def test_load_by_path(tmp_path, x86):
+    p = tmp_path / "x86-2012-server.yaml"
+    p.write_text(yaml.safe_dump(x86))
+    m = M.load(str(p))
+    assert m.path == p and args(m) == args(M.load("x86-2012-server"))
+
+
+# ------------------------------------------------------------------ units
+
+@pytest.mark.parametrize("text, nbytes", [
+    ("64B", 64), ("32kB", 32768), ("32KB", 32768), ("32KiB", 32768), ("1.5kB", 1536),
+    ("3MB", 3 * 1024 ** 2), ("3MiB", 3 * 1024 ** 2), ("20 MB", 20 * 1024 ** 2), ("1GB", 1024 ** 3),
+])
+def test_sizes_use_1024(text, nbytes):
+    assert M.parse_size(text) == nbytes
+
+
+@pytest.mark.parametrize("text, hz", [("700MHz", 7e8), ("1.2GHz", 1.2e9), ("2.6GHz", 2.6e9), ("32kHz", 3.2e4), ("100Hz", 100)])
+def test_frequencies(text, hz):
+    assert M.parse_freq(text) == pytest.approx(hz)
+
+
+@pytest.mark.parametrize("text, clock, cycles", [
+    ("90ns", 2.6e9, 234.0), ("120ns", 2.6e9, 312.0), ("4cycles", 1e9, 4.0), ("1cycle", 3e9, 1.0),
+    ("1us", 1.2e9, 1200.0), ("500ps", 2e9, 1.0), ("2.866us", 1.5e9, 4299.0), ("1.19ns", 7e8, 0.833),
+])
+def test_times_become_cycles(text, clock, cycles):
+    assert M.parse_time(text, clock) == pytest.approx(cycles, rel=1e-3)
+
+
+def test_rounding_is_half_up():
+    assert [M.to_int(x) for x in (0.4, 0.5, 0.833, 2.5, 4668.7)] == [0, 1, 1, 3, 4669]
+
+
+@pytest.mark.parametrize("bad, fn", [("32 parsecs", M.parse_size), ("fast", M.parse_freq), ("0x10B", M.parse_size)])
+def test_bad_units_name_the_valid_ones(bad, fn):
+    with pytest.raises(M.MachineError) as ei:
+        fn(bad, "f")
+    assert "valid units:" in str(ei.value)
+
+
+# ------------------------------------------------------------------ plugin_args
+
+def test_plugin_args_are_exactly_the_contract():
+    for name, m in M.load_all().items():
+        a = M.plugin_args(m)
+        assert [x.split("=", 1)[0] for x in a] == PLUGIN_KEYS, name
+        d = args(m)
+        float(d["cpi"])
+        for k in PLUGIN_KEYS:
+            if k not in ("cpi", "l1d_write", "unaligned2", "unaligned4", "unaligned8", "prefetch"):
+                assert re.fullmatch(r"[0-9]+", d[k]), f"{name}: {k}={d[k]} is not a whole number"
+        assert d["l1d_write"] in ("wb", "wt") and d["prefetch"] in ("strong", "weak")
+        assert {d["unaligned2"], d["unaligned4"], d["unaligned8"]} <= {"hw", "trap"}
+
+
+def test_plugin_args_of_each_machine():
+    ms = M.load_all()
+    x = args(ms["x86-2012-server"])
+    assert (x["l1d_size"], x["l1d_assoc"], x["l1d_line"], x["l1d_lat"], x["l1d_write"]) == ("32768", "8", "64", "4", "wb")
+    assert (x["l2_size"], x["l2_lat"], x["mem_lat"]) == ("262144", "12", "234")
+    assert (x["dtlb_entries"], x["dtlb_assoc"], x["page"], x["stlb_entries"], x["stlb_lat"]) == ("64", "4", "4096", "512", "7")
+    assert (x["unaligned8"], x["lock_cost"], x["split_lock_cost"], x["prefetch"]) == ("hw", "19", "4668", "strong")
+    assert (x["nwindows"], x["window_trap"]) == ("0", "0")
+
+    a = args(ms["arm1176-rpi1"])
+    assert (a["l2_size"], a["l2_assoc"], a["l2_line"], a["l2_lat"]) == ("0", "0", "0", "0")  # no L2 for the ARM
+    assert (a["unaligned2"], a["unaligned4"], a["unaligned8"], a["unaligned_penalty"]) == ("hw", "hw", "trap", "1")
+    assert (a["itlb_assoc"], a["stlb_entries"], a["stlb_assoc"], a["trap_cost"]) == ("10", "64", "2", "464")
+    assert (a["l1d_lat"], a["mem_lat"], a["lock_cost"]) == ("3", "105", "0")
+
+    iv = args(ms["ultrasparc-iv-plus"])
+    assert (iv["l1d_size"], iv["l1d_line"], iv["l1d_write"], iv["page"]) == ("65536", "32", "wt", "8192")
+    assert (iv["unaligned4"], iv["trap_cost"], iv["prefetch"], iv["prefetch_trap"]) == ("trap", "4299", "strong", "3870")
+    assert (iv["nwindows"], iv["window_trap"], iv["mem_lat"]) == ("8", "251", "200")
+
+    t1 = args(ms["ultrasparc-t1"])
+    assert (t1["l1d_size"], t1["l1d_line"], t1["l1d_write"], t1["l2_assoc"]) == ("8192", "16", "wt", "12")
+    assert (t1["itlb_entries"], t1["itlb_assoc"], t1["prefetch"], t1["window_trap"]) == ("64", "64", "weak", "200")
+
+    g = args(ms["generic-2020s-x86"])
+    assert (g["l2_size"], g["stlb_entries"], g["split_lock_cost"], g["mem_lat"]) == ("524288", "2048", "1000", "312")
+
+
+# ------------------------------------------------------------------ --set
+
+def test_set_moves_the_right_plugin_arg():
+    base = args(M.load("x86-2012-server"))
+    changed = args(M.load("x86-2012-server", ["caches.l1d.line=32B"]))
+    assert changed["l1d_line"] == "32"
+    assert {k for k in base if base[k] != changed[k]} == {"l1d_line"}
+
+
+@pytest.mark.parametrize("sets, key, value", [
+    (["caches.l2.size=1MB"], "l2_size", "1048576"),
+    (["caches.l1d.write=write-through"], "l1d_write", "wt"),
+    (["memory.latency=100ns"], "mem_lat", "260"),
+    (["tlb.dtlb.entries=32"], "dtlb_entries", "32"),
+    (["unaligned.w8=trap"], "unaligned8", "trap"),
+    (["atomics.split_lock_cost=1000cycles"], "split_lock_cost", "1000"),
+    (["cpi=0.5"], "cpi", "0.5"),
+    (["clock=1.3GHz"], "mem_lat", "117"),          # ns figures move with the clock
+    (["clock.value=1.3GHz"], "l1d_lat", "4"),       # cycle figures do not
+])
+def test_set_overrides_a_field(sets, key, value):
+    assert args(M.load("x86-2012-server", sets))[key] == value
+
+
+def test_set_indexes_lists_and_records_itself_as_the_source():
+    m = M.load("x86-2012-server", ["numa.latency_ns[0][1]=150ns", "caches.l1d.line=32B"])
+    assert m.numa_cycles() == [[234, 390], [312, 234]]
+    assert m.sources()["numa.latency_ns[0][1]"] == "--set numa.latency_ns[0][1]=150ns"
+    assert m.sources()["caches.l1d.line"] == "--set caches.l1d.line=32B"
+    assert m.sources()["caches.l1d.size"].startswith("Intel")  # untouched fields keep theirs
+    assert m.sets == ("numa.latency_ns[0][1]=150ns", "caches.l1d.line=32B")
+
+
+def test_apply_sets_does_not_touch_its_input(x86):
+    before = copy.deepcopy(x86)
+    out = M.apply_sets(x86, ["caches.l1d.line=32B"])
+    assert x86 == before and out["caches"]["l1d"]["line"]["value"] == "32B"
+
+
+def test_set_can_replace_a_calibrated_figure_and_drops_its_claim():
+    m = M.load("ultrasparc-iv-plus", ["traps.cost=1us"])
+    assert args(m)["trap_cost"] == "1500"
+    assert m.sources()["traps.cost"] == "--set traps.cost=1us"
+
+
+# ------------------------------------------------------------------ views
+
+def test_to_dict_and_summary():
+    for name, m in M.load_all().items():
+        d = m.to_dict()
+        json.dumps(d)
+        assert d["name"] == name and d["file"] == f"gem5_configs/machines/{name}.yaml"
+        assert len(d["file_sha256"]) == 64 and d["plugin_args"] == M.plugin_args(m)
+        s = m.summary()
+        assert "\n" not in s and s.startswith(f"{name} (")
+    s = M.load("x86-2012-server", ["caches.l1d.line=32B"]).summary()
+    assert "L1D 32kB/8w/{'value': '32B'" not in s and "--set caches.l1d.line=32B" in s
+
+
+def test_docs_list_every_machine():
+    doc = (M.ROOT / "docs" / "machines.md").read_text()
+    for name in MACHINES:
+        assert f"`{name}`" in doc
