@@ -15,13 +15,14 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CACHE=${TRAPLINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/trapline}
 PYTHON=${TRAPLINE_PYTHON:-/usr/bin/python3}
 # The compilers build every kernel for x86_64, sparc64 and armv6; qemu-user
-# runs the cross-built kernels in the tests; python3-venv holds the harness.
+# runs the cross-built kernels and the timing model; python3-venv holds the
+# harness (python3-dev builds pycachesim, the cache oracle of the tests).
 # The guest lane builds Linux from linux-source-6.1 (bison, flex, bc, libelf,
 # libssl, cpio, xz, perl, rsync) and boots it with Debian's QEMU system emulators.
 APT_PACKAGES=(make gcc libc6-dev binutils
               gcc-sparc64-linux-gnu binutils-sparc64-linux-gnu
               gcc-arm-linux-gnueabi binutils-arm-linux-gnueabi
-              qemu-user python3 python3-venv
+              qemu-user python3 python3-venv python3-dev
               linux-source-6.1 bison flex bc libelf-dev libssl-dev cpio xz-utils perl rsync
               qemu-system-sparc qemu-system-arm qemu-system-x86)
 

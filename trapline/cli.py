@@ -6,6 +6,8 @@
     report [RUN-ID]                        redraw a finished run's report
     build [--arch A ...]                   build the kernels (cached)
     images [--arch A ...]                  build the guest images (cached)
+    simulate --machine M [--set k=v ...] --arch A -- PROGRAM [ARGS]
+                                           run any static program under the timing model
     test [pytest args]                     the test suite
 
 Bad input exits 2 with one line that names the valid choices.
@@ -45,7 +47,9 @@ def parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run one experiment")
     r.add_argument("id")
     r.add_argument("--platform", help="host (default: every available platform the experiment lists)")
-    r.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a kernel argument")
+    r.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override a kernel argument, or (model) a machine field such as caches.l1d.line=32B")
+    r.add_argument("--machine", help="model platform: a machine name (gem5_configs/machines/) or a YAML file")
     r.add_argument("--quick", action="store_true", help="small sizes (for tests)")
     r.add_argument("--fresh", action="store_true", help="start a new run instead of resuming an interrupted one")
     a = sub.add_parser("reproduce-all", help="every experiment on every available platform, one report")
@@ -58,6 +62,11 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--arch", action="append", help=f"one of {', '.join(build.ARCHES)} (default: all)")
     im = sub.add_parser("images", help="build the guest images (Linux + initramfs with the kernels)")
     im.add_argument("--arch", action="append", help="one of sparc64, armv6, x86_64 (default: all)")
+    sm = sub.add_parser("simulate", help="run a static program of yours under the timing model, print its stats JSON")
+    sm.add_argument("--machine", required=True, help="a machine name (gem5_configs/machines/) or a YAML file")
+    sm.add_argument("--arch", required=True, help="x86_64, sparc64 or armv6")
+    sm.add_argument("--set", action="append", metavar="PATH=VALUE", help="override a machine field, e.g. caches.l1d.size=16kB")
+    sm.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS]")
     t = sub.add_parser("test", help="run the test suite")
     t.add_argument("pytest_args", nargs=argparse.REMAINDER)
     return p
@@ -99,6 +108,11 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_list()
         if args.command == "run":
             sets = _sets(args.set)
+            if args.machine:
+                if args.platform not in (None, "model"):
+                    raise UsageError("--machine is for --platform model")
+                platforms.OPTIONS["machine"] = args.machine
+                args.platform = "model"
             path = runner.execute("run", [args.id], args.platform, args.quick, sets, fresh=args.fresh)
             print(path / "report.html")
             return 0
@@ -127,6 +141,22 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{a}: kernel {img.kernel} (sha256 {img.facts.get('LINUX_SHA256', '?')[:16]}), "
                       f"initramfs {img.initrd} (sha256 {img.facts.get('INITRD_SHA256', '?')[:16]})")
             return 0
+        if args.command == "simulate":
+            from trapline import machine as machines
+            from trapline.platforms import model
+            prog = args.program[1:] if args.program[:1] == ["--"] else args.program
+            if not prog:
+                raise UsageError("simulate needs a program after --: simulate --machine M --arch A -- PROGRAM [ARGS]")
+            if args.arch not in model.QEMU_USER:
+                raise UsageError(f"unknown arch '{args.arch}'; valid choices: {', '.join(model.QEMU_USER)}")
+            m = machines.load(args.machine, sets=[f"{k}={v}" for k, v in _sets(args.set).items()])
+            if m.arch != args.arch:
+                raise UsageError(f"machine '{m.name}' describes a {m.arch} machine, not {args.arch}")
+            stats, out, err, status = model.simulate(args.arch, model.plugin_path(), m, prog)
+            sys.stderr.write(out + err)
+            print(json.dumps({"machine": m.name, "sets": list(m.sets), "program": prog, "exit_status": status,
+                              "stats": stats}, indent=2))
+            return 0 if status == 0 else 1
         if args.command == "test":
             return subprocess.call([sys.executable, "-m", "pytest", *args.pytest_args], cwd=results.ROOT)
     except UsageError as e:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 # Keys of a sample line that describe the measurement, not the group it belongs to.
-SAMPLE_KEYS = {"exp", "kind", "variant", "rep", "ops", "ns", "user_ns", "sys_ns", "iters"}
+SAMPLE_KEYS = {"exp", "kind", "variant", "rep", "ops", "ns", "user_ns", "sys_ns", "iters", "cycles"}
 
 
 @dataclass

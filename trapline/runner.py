@@ -28,14 +28,19 @@ class Progress:
         print(f"[{time.monotonic() - self.t0:6.1f}s] {msg}", file=self.stream, flush=True)
 
 
-def plan(exps: dict, exp_ids: list[str], platform: str | None) -> list[tuple]:
-    """(experiment, platform name or None, reason if not runnable) per entry."""
+def plan(exps: dict, exp_ids: list[str], platform: str | None, strict: bool = True) -> list[tuple]:
+    """(experiment, platform name or None, reason if not runnable) per entry.
+    strict (run ID): a platform the experiment lacks is an error; otherwise
+    (reproduce-all --platform P) such an experiment gets a not-applicable entry."""
     out = []
     for eid in exp_ids:
         exp = exps[eid]
         listed = list(exp.platforms)
         if platform:
             platforms.get(platform)  # raises for unknown/planned platforms
+            if platform not in listed and not strict:
+                out.append((exp, platform, f"this experiment has no {platform} lane; it runs on: {', '.join(listed)}"))
+                continue
             if platform not in listed:
                 raise UsageError(f"experiment '{eid}' has no platform '{platform}'; valid choices: {', '.join(listed)}")
             out.append((exp, platform, None))
@@ -62,7 +67,7 @@ def execute(command: str, exp_ids: list[str], platform: str | None, quick: bool,
     exps = experiment.load_all()
     for eid in exp_ids:
         experiment.get(eid, exps)
-    steps = plan(exps, exp_ids, platform)
+    steps = plan(exps, exp_ids, platform, strict=(command == "run"))
     validate(steps, sets)
     args = {"command": command, "experiment": exp_ids[0] if command == "run" else None,
             "experiments": exp_ids, "platform": platform, "quick": quick, "sets": sets,
@@ -81,7 +86,6 @@ def execute(command: str, exp_ids: list[str], platform: str | None, quick: bool,
                 entries.append(prev)
                 continue
             log(f"[{i + 1}/{len(steps)}] {exp.id} on {pname}")
-            spec = exp.platform(pname)
             base = {"id": exp.id, "platform": pname, "catalogue": exp.data["catalogue"],
                     "description": exp.description,
                     "planned": exp.data.get("planned", {})}
@@ -92,6 +96,7 @@ def execute(command: str, exp_ids: list[str], platform: str | None, quick: bool,
                 entries.append(entry)
                 continue
             plat = platforms.get(pname)
+            spec = exp.platform(pname)
             if "not_applicable" in spec:
                 prun = None
                 entry = analysis.judge(spec, exp.headline, None, None)

@@ -59,6 +59,29 @@
 /* Keep a computed value alive without storing it anywhere observable. */
 #define TL_USE(v) __asm__ volatile("" : : "r"(v) : "memory")
 
+/* Region of interest for the timing model (model/plugin/trapline-model.c,
+ * docs/model.md): only what runs between TL_ROI_BEGIN() and TL_ROI_END() is
+ * charged, one region per pair; a program without markers is one region.
+ * Each marker is one harmless instruction that compilers never emit, a
+ * no-op everywhere else (natively, under plain QEMU, on real hardware):
+ *   x86_64   nopl 0x544c0001(%rax) / nopl 0x544c0002(%rax)   (0f 1f 80 disp32)
+ *   sparc64  sethi 0x544c1, %g0 / sethi 0x544c2, %g0           (0x010544c1 / 0x010544c2)
+ *   armv6    orr r11, r11, r11 / orr r12, r12, r12             (0xe18bb00b / 0xe18cc00c)
+ * The memory clobber keeps the compiler from moving loads and stores across. */
+#if defined(__x86_64__)
+#define TL_ROI_BEGIN() __asm__ volatile("nopl 0x544c0001(%%rax)" ::: "memory")
+#define TL_ROI_END() __asm__ volatile("nopl 0x544c0002(%%rax)" ::: "memory")
+#elif defined(__sparc__)
+#define TL_ROI_BEGIN() __asm__ volatile(".word 0x010544c1 ! sethi 0x544c1, %%g0" ::: "memory")
+#define TL_ROI_END() __asm__ volatile(".word 0x010544c2 ! sethi 0x544c2, %%g0" ::: "memory")
+#elif defined(__arm__)
+#define TL_ROI_BEGIN() __asm__ volatile("orr r11, r11, r11" ::: "memory")
+#define TL_ROI_END() __asm__ volatile("orr r12, r12, r12" ::: "memory")
+#else
+#define TL_ROI_BEGIN() tl_compiler_barrier()
+#define TL_ROI_END() tl_compiler_barrier()
+#endif
+
 /* ---------------------------------------------------------------- clock */
 
 static inline uint64_t tl_now_ns(void)
@@ -208,7 +231,9 @@ static inline const char *tl_choice(const struct tl_arg *args, const char *key, 
 /* ---------------------------------------------------------- measurement */
 
 /* Run fn(ctx) warmup times unmeasured, then reps times measured; print one
- * sample line per measured repetition. fn returns the number of operations
+ * sample line per measured repetition. Each measured repetition is one region
+ * of interest for the timing model (TL_ROI_BEGIN/END): the model's region i is
+ * the kernel's sample line i. fn returns the number of operations
  * it performed (the harness divides ns by ops). params is a preformatted
  * string of extra key=value pairs ("offset=57 width=8"), or "". */
 typedef uint64_t (*tl_body_fn)(void *ctx);
@@ -220,7 +245,9 @@ static inline void tl_measure(const char *variant, const char *params, int warmu
         fn(ctx);
     for (int r = 0; r < reps; r++) {
         uint64_t t0 = tl_now_ns();
+        TL_ROI_BEGIN();
         uint64_t ops = fn(ctx);
+        TL_ROI_END();
         uint64_t t1 = tl_now_ns();
         printf("TL exp=%s kind=sample variant=%s rep=%d ops=%" PRIu64 " ns=%" PRIu64 "%s%s\n", tl_exp,
                variant, r, ops, t1 - t0, params && *params ? " " : "", params ? params : "");
@@ -239,7 +266,9 @@ static inline void tl_measure_rusage(const char *variant, const char *params, in
         uint64_t u0, s0, u1, s1;
         tl_rusage_ns(&u0, &s0);
         uint64_t t0 = tl_now_ns();
+        TL_ROI_BEGIN();
         uint64_t ops = fn(ctx);
+        TL_ROI_END();
         uint64_t t1 = tl_now_ns();
         tl_rusage_ns(&u1, &s1);
         printf("TL exp=%s kind=sample variant=%s rep=%d ops=%" PRIu64 " ns=%" PRIu64 " user_ns=%" PRIu64
@@ -263,7 +292,9 @@ static inline void tl_measure_setup(const char *variant, const char *params, int
     for (int r = 0; r < reps; r++) {
         setup(ctx);
         uint64_t t0 = tl_now_ns();
+        TL_ROI_BEGIN();
         uint64_t ops = fn(ctx);
+        TL_ROI_END();
         uint64_t t1 = tl_now_ns();
         printf("TL exp=%s kind=sample variant=%s rep=%d ops=%" PRIu64 " ns=%" PRIu64 "%s%s\n", tl_exp,
                variant, r, ops, t1 - t0, params && *params ? " " : "", params ? params : "");

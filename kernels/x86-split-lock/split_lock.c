@@ -30,6 +30,7 @@ static struct tl_arg args[] = {
     {"line", "64", "cache line size used to label straddle=1 samples"},
     {"target_us", "20000", "time one sample should take (fixed-time loop)"},
     {"elems", "64", "struct elements (packed/unpacked-struct)"},
+    {"iters", "0", "passes per sample; 0 = grow until a sample lasts target_us (the timing model uses a fixed count)"},
     TL_COMMON_ARGS,
     {0, 0, 0},
 };
@@ -139,6 +140,7 @@ int main(int argc, char **argv)
     uint64_t target_ns = (uint64_t)tl_int(args, "target_us") * 1000;
     if (quick && !tl_given(args, "target_us"))
         target_ns = 2000 * 1000;
+    uint64_t fixed_iters = (uint64_t)tl_int(args, "iters");
     long lo, hi;
     if (sscanf(tl_str(args, "offsets"), "%ld-%ld", &lo, &hi) != 2) {
         if (sscanf(tl_str(args, "offsets"), "%ld", &lo) != 1) {
@@ -163,7 +165,10 @@ int main(int argc, char **argv)
         c.locked = !strcmp(variant, "locked");
         for (long off = lo; off <= hi; off++) {
             c.offset = off;
-            calibrate(&c, target_ns);
+            if (fixed_iters)
+                c.iters = fixed_iters;
+            else
+                calibrate(&c, target_ns);
             int straddle = (off % line) + 8 > line;
             snprintf(params, sizeof params, "offset=%ld straddle=%d iters=%" PRIu64, off, straddle, c.iters);
             tl_measure(variant, params, warmup, reps, body, &c);
@@ -182,7 +187,10 @@ int main(int argc, char **argv)
             if ((a % line) + 8 > (uintptr_t)line)
                 straddlers++;
         }
-        calibrate(&c, target_ns);
+        if (fixed_iters)
+            c.iters = fixed_iters;
+        else
+            calibrate(&c, target_ns);
         snprintf(params, sizeof params, "recsize=%zu elems=%ld straddlers=%ld iters=%" PRIu64, recsize, elems,
                  straddlers, c.iters);
         tl_count(variant, "straddlers", straddlers, params);

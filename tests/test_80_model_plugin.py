@@ -1,0 +1,581 @@
+"""The timing-model plugin (model/plugin/trapline-model.c) under QEMU user
+mode, checked against independent oracles:
+
+- caches: pycachesim (PyPI) replays the very access stream the plugin saw
+  (its trace=PATH option) and must give exactly the same per-level hits and
+  misses, on 24 randomly drawn configurations and streams with straddling
+  accesses, for write-back and write-through L1Ds, with and without an L2;
+  the stream itself must be exactly the recorded list of loads and stores
+  the guest program performed;
+- TLBs: strided and pseudo-randomly ordered cyclic page walks give the
+  closed-form LRU miss count, uniform random walks the analytic expectation;
+- SPARC: a recursion of depth N spills and fills N - (nwindows - 2) windows
+  per descent; a misaligned load under unaligned<w>=trap is one trap;
+- instruction counts equal a one-callback-per-instruction reference plugin;
+- locked RMW, prefetch classes, regions, options and determinism.
+
+The guest programs are in model/tests/, built here with gcc -static -O1
+(and sparc64-linux-gnu-gcc for the SPARC ones). Skipped only when the QEMU
+plugin header cannot be fetched (model/fetch-qemu-headers.sh)."""
+
+import json
+import random
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+MODEL = ROOT / "model"
+TESTS = MODEL / "tests"
+INCLUDE = ROOT / "kernels" / "common"
+
+# ----------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="session")
+def qemu_src():
+    r = subprocess.run([str(MODEL / "fetch-qemu-headers.sh")], capture_output=True, text=True, timeout=900)
+    if r.returncode != 0:
+        pytest.skip("the QEMU plugin header could not be fetched (model/fetch-qemu-headers.sh):\n" + r.stderr)
+    return Path(r.stdout.strip())
+
+
+@pytest.fixture(scope="session")
+def plugin(qemu_src):
+    r = subprocess.run([str(MODEL / "build.sh")], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    so = Path(r.stdout.strip())
+    assert so.is_file(), r.stdout
+    return so
+
+
+@pytest.fixture(scope="session")
+def bins(tmp_path_factory, qemu_src):
+    """The guest programs and the reference instruction counter."""
+    d = tmp_path_factory.mktemp("model-bins")
+    out = {}
+
+    def cc(compiler, name, src, *flags):
+        exe = d / name
+        r = subprocess.run([compiler, "-O1", "-static", *flags, f"-I{INCLUDE}", str(TESTS / src), "-o", str(exe)],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, f"{compiler} {src}:\n{r.stderr}"
+        out[name] = exe
+
+    for src in ("replay.c", "tlbwalk.c", "features.c"):
+        cc("gcc", src[:-2] + ".x86_64", src)
+    sparc = ("-mcpu=ultrasparc",)
+    cc("sparc64-linux-gnu-gcc", "windows.sparc64", "windows.c", *sparc, "-fno-shrink-wrap")
+    cc("sparc64-linux-gnu-gcc", "misalign.sparc64", "misalign.c", *sparc)
+    cc("sparc64-linux-gnu-gcc", "features.sparc64", "features.c", *sparc)
+    cc("sparc64-linux-gnu-gcc", "replay.sparc64", "replay.c", *sparc)
+    ref = d / "libinsn-count.so"
+    r = subprocess.run(["gcc", "-O2", "-fPIC", "-shared", f"-I{qemu_src}/include/qemu", str(TESTS / "insn-count.c"),
+                        "-o", str(ref)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out["insn-count"] = ref
+    return out
+
+
+QEMU = {"x86_64": "qemu-x86_64", "sparc64": "qemu-sparc64"}
+
+
+def run_model(plugin, arch, exe, args=(), opts=None, tmp=None, trace=False, check=True):
+    """Run exe under the plugin; returns (completed process, stats dict, trace path)."""
+    opts = dict(opts or {})
+    out = tmp / f"stats-{len(list(tmp.glob('stats-*')))}.json"
+    opts["out"] = out
+    tr = None
+    if trace:
+        tr = out.with_suffix(".trace")
+        opts["trace"] = tr
+    spec = ",".join([str(plugin)] + [f"{k}={v}" for k, v in opts.items()])
+    r = subprocess.run([QEMU[arch], "-plugin", spec, str(exe), *map(str, args)], capture_output=True, text=True,
+                       timeout=600)
+    if check:
+        assert r.returncode == 0, r.stdout + r.stderr
+        return r, json.loads(out.read_text()), tr
+    return r, None, tr
+
+
+def kv(stdout):
+    """key=value words of a program's output."""
+    return {w.split("=", 1)[0]: w.split("=", 1)[1] for w in stdout.split() if "=" in w}
+
+
+# ------------------------------------------------------- caches vs pycachesim
+
+STATS = ("HIT_count", "MISS_count", "LOAD_count", "STORE_count", "EVICT_count")
+
+
+def need_pycachesim():
+    try:
+        import cachesim  # noqa: F401
+    except ImportError:
+        pytest.fail("pycachesim (PyPI) is missing from the test venv: requirements.txt needs pycachesim==0.3.1")
+
+
+def draw_config(rng):
+    def level(lines, max_sets):
+        line = rng.choice(lines)
+        assoc = rng.choice([1, 2, 4, 8])
+        sets = rng.choice([s for s in (1, 1, 2, 4, 8, 16, 32, 64) if s <= max_sets])  # 1: fully associative
+        return line * assoc * sets, assoc, line
+
+    c = {}
+    c["l1i_size"], c["l1i_assoc"], c["l1i_line"] = level([16, 32, 64, 128], 32)
+    c["l1d_size"], c["l1d_assoc"], c["l1d_line"] = level([16, 32, 64, 128], 32)
+    c["l1d_write"] = rng.choice(["wb", "wt"])
+    if rng.random() < 0.8:
+        l1max = max(c["l1i_size"], c["l1d_size"])
+        line = rng.choice([x for x in (16, 32, 64, 128, 256) if x >= max(c["l1i_line"], c["l1d_line"])])
+        assoc = rng.choice([1, 2, 4, 8, 16])
+        size = line * assoc
+        while size < 2 * l1max or rng.random() < 0.5:
+            size *= 2
+        c.update(l2_size=size, l2_assoc=assoc, l2_line=line)
+    else:
+        c["l2_size"] = 0
+    return c
+
+
+def draw_ops(rng, cfg, n=3000):
+    """(offset, size, store) records: a hot region, random accesses over a span
+    a few times the largest cache, and forced line straddles."""
+    big = max(cfg["l2_size"], cfg["l1d_size"])
+    span = min(big * rng.choice([2, 3, 4, 8]), 1 << 20)
+    hot = max(cfg["l1d_size"] * 2, 256)
+    line = cfg["l1d_line"]
+    ops = []
+    for _ in range(n):
+        size = rng.choice([1, 2, 4, 8])
+        u = rng.random()
+        if u < 0.45:
+            off = rng.randrange(hot)
+        elif u < 0.85:
+            off = rng.randrange(span)
+        else:
+            size = rng.choice([2, 4, 8])
+            off = rng.randrange(1, span // line) * line - rng.randint(1, size - 1)
+        ops.append((off, size, rng.random() < 0.4))
+    return span, ops
+
+
+def write_ops(path, span, ops, order="<"):
+    """The ops file of model/tests/replay.c, in the guest's byte order."""
+    with open(path, "wb") as f:
+        f.write(struct.pack(order + "IIQ", 0x504F4C54, len(ops), span))
+        for off, size, store in ops:
+            f.write(struct.pack(order + "IBBH", off, size, int(store), 0))
+
+
+def read_trace(path):
+    recs = []
+    with open(path) as f:
+        for line in f:
+            p = line.split()
+            recs.append((p[0], int(p[1], 16), int(p[2])) if len(p) == 3 else (p[0], 0, 0))
+    return recs
+
+
+def pycachesim_replay(recs, cfg):
+    """Replay the plugin's trace into pycachesim: L1I and L1D over one L2.
+    A write-back, write-allocate store is a read for ownership followed by the
+    write (load + store: an LRU update on a store hit, a counted miss and a
+    fill on a store miss); a write-through store is a plain store."""
+    from cachesim import Cache
+
+    def cache(name, size, assoc, line, **kw):
+        return Cache(name, size // (line * assoc), assoc, line, "LRU", **kw)
+
+    l2 = cache("L2", cfg["l2_size"], cfg["l2_assoc"], cfg["l2_line"]) if cfg["l2_size"] else None
+    wb = cfg["l1d_write"] == "wb"
+    l1d = cache("L1D", cfg["l1d_size"], cfg["l1d_assoc"], cfg["l1d_line"], write_back=wb, write_allocate=wb,
+                load_from=l2, store_to=l2)
+    l1i = cache("L1I", cfg["l1i_size"], cfg["l1i_assoc"], cfg["l1i_line"], load_from=l2, store_to=l2)
+    caches = {"l1i": l1i, "l1d": l1d, **({"l2": l2} if l2 else {})}
+
+    def snap():
+        return {n: {k: getattr(c.backend, k) for k in STATS} for n, c in caches.items()}
+
+    regions, begin = [], None
+    for kind, addr, size in recs:
+        # iterload/iterstore: their address is a C long (load()'s is a 32-bit int)
+        if kind == "I":
+            l1i.iterload([addr], length=size)
+        elif kind == "R":
+            l1d.iterload([addr], length=size)
+        elif kind == "W":
+            if wb:
+                l1d.iterload([addr], length=size)
+            l1d.iterstore([addr], length=size)
+        elif kind == "B":
+            begin = snap()
+        elif kind == "E":
+            end = snap()
+            regions.append({n: {k: end[n][k] - begin[n][k] for k in STATS} for n in end})
+    return regions, snap()
+
+
+def compare(model, pyc, cfg, where):
+    """The model's counts against pycachesim's, level by level. pycachesim
+    counts HIT only for reads (loads, instruction fetches, L1 fills) and MISS
+    for every allocation (a read miss or a write-allocate miss); a
+    write-through L1 counts its stores nowhere (they go to the L2 as writes)."""
+    assert (model["l1i"]["hits"], model["l1i"]["misses"]) == (pyc["l1i"]["HIT_count"], pyc["l1i"]["MISS_count"]), where
+    d = model["l1d"]
+    if cfg["l1d_write"] == "wb":
+        assert (d["hits"], d["misses"]) == (pyc["l1d"]["HIT_count"], pyc["l1d"]["MISS_count"]), where
+        assert d["writebacks"] == pyc["l1d"]["EVICT_count"], where
+    else:
+        assert (d["load_hits"], d["load_misses"]) == (pyc["l1d"]["HIT_count"], pyc["l1d"]["MISS_count"]), where
+    if cfg["l2_size"]:
+        l2 = model["l2"]
+        assert (l2["read_hits"], l2["read_misses"] + l2["write_misses"]) == (
+            pyc["l2"]["HIT_count"], pyc["l2"]["MISS_count"]), where
+        assert l2["write_hits"] + l2["write_misses"] == pyc["l2"]["STORE_count"], where
+        assert l2["writebacks"] == pyc["l2"]["EVICT_count"], where
+    else:
+        assert model["l2"] is None
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_cache_model_matches_pycachesim_exactly(seed, plugin, bins, tmp_path):
+    need_pycachesim()
+    rng = random.Random(1000 + seed)
+    cfg = draw_config(rng)
+    span, ops = draw_ops(rng, cfg)
+    write_ops(tmp_path / "ops.bin", span, ops)
+    r, stats, trace = run_model(plugin, "x86_64", bins["replay.x86_64"], [tmp_path / "ops.bin"], cfg, tmp_path,
+                                trace=True)
+    buf = int(kv(r.stdout)["buf"], 16)
+    recs = read_trace(trace)
+    assert [k for k, _, _ in recs if k in "BE"] == ["B", "E"]
+    roi = recs[recs.index(("B", 0, 0)) + 1:recs.index(("E", 0, 0))]
+    data = [(k, a, s) for k, a, s in roi if k in "RW"]
+
+    # the stream is exactly what the program did: its list, in order
+    mine = [(a - buf, s, k == "W") for k, a, s in data if buf <= a < buf + span + 8]
+    assert mine == ops
+    region = stats["regions"][0]
+    assert region["memory_accesses"] == {"loads": sum(k == "R" for k, _, _ in data),
+                                         "stores": sum(k == "W" for k, _, _ in data)}
+    line = cfg["l1d_line"]
+    straddles = sum((a % line) + s > line for _, a, s in data)
+    assert region["straddling_accesses"] == straddles and straddles >= 100
+    assert region["unaligned_accesses"] == sum(s in (2, 4, 8) and a % s != 0 for _, a, s in data)
+
+    regions, total = pycachesim_replay(recs, cfg)
+    where = f"config {cfg}"
+    compare(region, regions[0], cfg, "region of interest, " + where)
+    compare(stats["total"], total, cfg, "whole run, " + where)
+    # every level saw misses, so the comparison is not vacuous
+    assert region["l1d"]["misses"] > 0 and stats["total"]["l1i"]["misses"] > 0
+    if cfg["l2_size"]:
+        assert region["l2"]["read_misses"] > 0
+
+
+def test_cache_comparison_covers_both_write_policies_and_no_l2():
+    configs = [draw_config(random.Random(1000 + s)) for s in range(24)]
+    assert {c["l1d_write"] for c in configs} == {"wb", "wt"}
+    assert any(c["l2_size"] == 0 for c in configs) and any(c["l2_size"] for c in configs)
+    assert any(c["l1d_assoc"] == 1 for c in configs)  # direct mapped
+    assert any(c["l1d_size"] == c["l1d_line"] * c["l1d_assoc"] for c in configs)  # one set: fully associative
+
+
+def test_sparc_stream_matches_pycachesim(plugin, bins, tmp_path):
+    """The same on sparc64 (big-endian, 8 KiB pages, the progress audit on)."""
+    need_pycachesim()
+    rng = random.Random(77)
+    cfg = dict(l1i_size=2048, l1i_assoc=2, l1i_line=32, l1d_size=1024, l1d_assoc=4, l1d_line=32, l1d_write="wt",
+               l2_size=16384, l2_assoc=4, l2_line=64, page=8192)
+    span, ops = draw_ops(rng, cfg, n=2000)
+    ops = [(o & ~(s - 1), s, st) for o, s, st in ops]  # SPARC traps misaligned accesses
+    write_ops(tmp_path / "ops.bin", span, ops, order=">")
+    r, stats, trace = run_model(plugin, "sparc64", bins["replay.sparc64"], [tmp_path / "ops.bin"], cfg, tmp_path,
+                                trace=True)
+    recs = read_trace(trace)
+    regions, total = pycachesim_replay(recs, cfg)
+    compare(stats["regions"][0], regions[0], cfg, "sparc64 region")
+    compare(stats["total"], total, cfg, "sparc64 whole run")
+
+
+# ------------------------------------------------------------------ TLBs
+
+
+def cyclic_misses(vpns, sets, ways, reps):
+    """LRU on a cyclic reference string: a set whose k pages fit (k <= ways)
+    misses k times (cold), one with k > ways misses on every reference."""
+    per_set = {}
+    for v in vpns:
+        per_set.setdefault(v % sets, set()).add(v)
+    return sum(len(p) if len(p) <= ways else len(p) * reps for p in per_set.values())
+
+
+CYCLES = [
+    # dtlb entries/assoc (0 = fully associative), stlb entries/assoc, pages, stride, page size, reps, seed
+    dict(dtlb=(16, 4), pages=16, stride=1, page=4096, reps=5, seed=0),   # fits: cold misses only
+    dict(dtlb=(16, 4), pages=32, stride=1, page=4096, reps=5, seed=0),   # 8 pages per 4-way set: all miss
+    dict(dtlb=(16, 4), pages=8, stride=4, page=4096, reps=5, seed=0),    # stride 4 = the set count: one set
+    dict(dtlb=(16, 2), pages=16, stride=3, page=4096, reps=4, seed=7),   # odd stride, permuted order
+    dict(dtlb=(64, 0), pages=64, stride=5, page=4096, reps=3, seed=3),   # fully associative, fits
+    dict(dtlb=(64, 0), pages=128, stride=1, page=4096, reps=3, seed=11),  # fully associative, 2x too many
+    dict(dtlb=(16, 2), pages=16, stride=2, page=8192, reps=4, seed=0),   # SPARC-sized pages
+    dict(dtlb=(16, 0), stlb=(256, 4), pages=64, stride=1, page=4096, reps=4, seed=5),  # STLB catches all
+    dict(dtlb=(16, 0), stlb=(32, 2), pages=64, stride=1, page=4096, reps=4, seed=0),   # STLB thrashes too
+]
+
+
+@pytest.mark.parametrize("case", CYCLES, ids=[f"walk{i}" for i in range(len(CYCLES))])
+def test_tlb_cyclic_walks_match_closed_form(case, plugin, bins, tmp_path):
+    entries, assoc = case["dtlb"]
+    opts = dict(dtlb_entries=entries, dtlb_assoc=assoc, page=case["page"])
+    if "stlb" in case:
+        opts.update(stlb_entries=case["stlb"][0], stlb_assoc=case["stlb"][1], stlb_lat=7)
+    r, stats, _ = run_model(plugin, "x86_64", bins["tlbwalk.x86_64"],
+                            [f"mode=cycle", f"pages={case['pages']}", f"stride={case['stride']}",
+                             f"reps={case['reps']}", f"seed={case['seed']}", f"page={case['page']}"], opts, tmp_path)
+    base = int(kv(r.stdout)["base"], 16)
+    region = stats["regions"][0]
+    loads = case["pages"] * case["reps"]
+    assert region["dtlb"]["accesses"] == loads and region["memory_accesses"] == {"loads": loads, "stores": 0}
+    vpns = [base // case["page"] + i * case["stride"] for i in range(case["pages"])]
+    ways = assoc or entries
+    expect = cyclic_misses(vpns, entries // ways, ways, case["reps"])
+    assert region["dtlb"]["misses"] == expect
+    if "stlb" in case:
+        s_entries, s_assoc = case["stlb"]
+        assert expect == loads, "the STLB cases need a DTLB that misses every time"
+        s_expect = cyclic_misses(vpns, s_entries // s_assoc, s_assoc, case["reps"])
+        assert region["stlb"] == {"accesses": loads, "hits": loads - s_expect, "misses": s_expect}
+        assert region["cycles_breakdown"]["tlb"] == loads * 7 + s_expect * stats["options"]["tlb_miss"]
+    else:
+        assert region["stlb"] is None
+        assert region["cycles_breakdown"]["tlb"] == (expect + region["itlb"]["misses"]) * stats["options"]["tlb_miss"]
+
+
+def expected_random_misses(ways, pages, n):
+    """Uniform independent references to `pages` pages through a fully
+    associative LRU of `ways` entries, starting empty: the next reference hits
+    with probability resident/pages, and resident = min(distinct pages seen,
+    ways). Exact expectation by dynamic programming over that count."""
+    dist = [0.0] * (ways + 1)
+    dist[0] = 1.0
+    misses = 0.0
+    for _ in range(n):
+        new = [0.0] * (ways + 1)
+        for c, p in enumerate(dist):
+            if not p:
+                continue
+            miss = 1 - c / pages
+            misses += p * miss
+            if c < ways:
+                new[c + 1] += p * miss
+                new[c] += p * (1 - miss)
+            else:
+                new[c] += p
+        dist = new
+    return misses
+
+
+@pytest.mark.parametrize("entries,assoc,pages", [(16, 0, 64), (32, 0, 64), (64, 4, 256), (16, 2, 32)])
+def test_tlb_random_walk_matches_expectation(entries, assoc, pages, plugin, bins, tmp_path):
+    n = 20000
+    r, stats, _ = run_model(plugin, "x86_64", bins["tlbwalk.x86_64"],
+                            ["mode=random", f"pages={pages}", f"n={n}", "seed=12345"],
+                            dict(dtlb_entries=entries, dtlb_assoc=assoc), tmp_path)
+    region = stats["regions"][0]
+    assert region["dtlb"]["accesses"] == n
+    ways = assoc or entries
+    sets = entries // ways
+    # sets are independent; each sees about n/sets uniform references to its pages/sets pages
+    expect = sets * expected_random_misses(ways, pages // sets, n // sets)
+    p = 1 - entries / pages
+    sigma = (n * p * (1 - p)) ** 0.5
+    assert abs(region["dtlb"]["misses"] - expect) <= 5 * sigma + sets, (region["dtlb"], expect, sigma)
+
+
+# ------------------------------------------------------------------ SPARC
+
+
+@pytest.mark.parametrize("nwindows,depth", [(8, 6), (8, 20), (8, 100), (4, 30), (16, 40), (32, 31)])
+def test_sparc_window_spills_and_fills_per_descent(nwindows, depth, plugin, bins, tmp_path):
+    reps = 10
+    _, stats, _ = run_model(plugin, "sparc64", bins["windows.sparc64"], [f"depth={depth}", f"reps={reps}"],
+                            dict(nwindows=nwindows, window_trap=50), tmp_path)
+    region = stats["regions"][0]
+    per_descent = max(0, depth - (nwindows - 2))
+    assert region["traps"]["window_spill"] == reps * per_descent
+    assert region["traps"]["window_fill"] == reps * per_descent
+    assert region["cycles_breakdown"]["window_trap"] == 2 * reps * per_descent * 50
+
+
+@pytest.mark.parametrize("width", [2, 4, 8])
+def test_sparc_misaligned_load_is_one_trap_each(width, plugin, bins, tmp_path):
+    n = 500
+    r, stats, _ = run_model(plugin, "sparc64", bins["misalign.sparc64"], [f"width={width}", f"n={n}"],
+                            {f"unaligned{width}": "trap", "trap_cost": 300}, tmp_path)
+    assert int(kv(r.stdout)["traps"]) == n  # the guest's SIGBUS handler ran once per load
+    region, total = stats["regions"][0], stats["total"]
+    assert region["traps"]["unaligned"] == n and region["unaligned_accesses"] == n
+    assert total["traps"]["unaligned"] == n and total["other_faults"] == 0
+    assert region["cycles_breakdown"]["unaligned_trap"] == n * 300
+
+
+def test_sparc_misaligned_load_done_by_hardware_is_a_penalty(plugin, bins, tmp_path):
+    _, stats, _ = run_model(plugin, "sparc64", bins["misalign.sparc64"], ["width=4", "n=300"],
+                            dict(unaligned4="hw", unaligned_penalty=7), tmp_path)
+    region = stats["regions"][0]
+    assert region["traps"]["unaligned"] == 0 and region["unaligned_accesses"] == 300
+    assert region["cycles_breakdown"]["unaligned_hw"] == 300 * 7
+
+
+@pytest.mark.parametrize("arch,exe,args", [
+    ("sparc64", "windows.sparc64", ["depth=60", "reps=20"]),   # QEMU's own window traps restart save/restore
+    ("sparc64", "misalign.sparc64", ["width=4", "n=200"]),    # SIGBUS in the middle of a block
+    ("x86_64", "features.x86_64", ["n=300"]),
+])
+def test_instruction_count_matches_reference_plugin(arch, exe, args, plugin, bins, tmp_path):
+    _, stats, _ = run_model(plugin, arch, bins[exe], args, {}, tmp_path)
+    # x86 rep-prefixed string instructions run once per iteration: count every execution there
+    ref_plugin = str(bins["insn-count"]) + (",repeats=1" if arch == "x86_64" else "")
+    r = subprocess.run([QEMU[arch], "-plugin", ref_plugin, str(bins[exe]), *args], capture_output=True,
+                       text=True, timeout=300)
+    ref = int(r.stderr.split("insn-count")[-1].split()[0])
+    assert stats["total"]["instructions"] == ref
+
+
+# ------------------------------------------------------ locks, prefetch, regions
+
+
+def test_x86_locked_rmw_prefetch_and_straddles(plugin, bins, tmp_path):
+    n = 400
+    _, stats, _ = run_model(plugin, "x86_64", bins["features.x86_64"], [f"n={n}"],
+                            dict(lock_cost=20, split_lock_cost=1000, straddle_penalty=5), tmp_path)
+    regs = stats["regions"]
+    assert len(regs) == 6 and all(r["marked"] and r["closed_by"] == "end_marker" for r in regs)
+    inline, split, xchg, pf_reg, pf_rip, straddle = regs
+    assert inline["locked"] == {"in_line": n, "split": 0} and inline["straddling_accesses"] == 0
+    assert inline["cycles_breakdown"]["lock"] == 20 * n
+    assert split["locked"] == {"in_line": 0, "split": n}
+    assert split["straddling_accesses"] == 2 * n  # the read and the write of each locked add
+    assert split["cycles_breakdown"]["lock"] == 1000 * n and split["cycles_breakdown"]["straddle"] == 5 * 2 * n
+    assert xchg["locked"] == {"in_line": n, "split": 0}
+    # x86 prefetches are hints: weak; through a register the model cannot see the address
+    assert pf_reg["prefetches"] == {"issued": n, "dropped": 0, "trapped": 0, "unknown_address": n}
+    assert pf_rip["prefetches"] == {"issued": n, "dropped": 0, "trapped": 0, "unknown_address": 0}
+    assert straddle["straddling_accesses"] == n and straddle["locked"] == {"in_line": 0, "split": 0}
+    for r in regs:
+        assert r["traps"]["prefetch"] == 0
+        assert r["cycles"] == sum(r["cycles_breakdown"].values())
+
+
+@pytest.mark.parametrize("machine", ["strong", "weak"])
+def test_sparc_prefetch_strong_and_weak(machine, plugin, bins, tmp_path):
+    n = 400
+    _, stats, _ = run_model(plugin, "sparc64", bins["features.sparc64"], [f"n={n}"],
+                            dict(prefetch=machine, prefetch_trap=900), tmp_path)
+    strong, weak, unknown, casx = stats["regions"]
+    if machine == "strong":  # fcn 22 at address 0: the TLB misses, the walk finds nothing: a trap
+        assert strong["prefetches"] == {"issued": n, "dropped": 0, "trapped": n, "unknown_address": 0}
+        assert strong["traps"]["prefetch"] == n and strong["cycles_breakdown"]["prefetch_trap"] == 900 * n
+    else:  # a machine that drops strong prefetches too (UltraSPARC T2)
+        assert strong["prefetches"] == {"issued": n, "dropped": n, "trapped": 0, "unknown_address": 0}
+    assert weak["prefetches"] == {"issued": n, "dropped": n, "trapped": 0, "unknown_address": 0}
+    assert unknown["prefetches"] == {"issued": n, "dropped": 0, "trapped": 0, "unknown_address": n}
+    assert casx["locked"] == {"in_line": n, "split": 0}
+
+
+def test_without_markers_the_whole_run_is_one_region(plugin, bins, tmp_path):
+    r = subprocess.run([str(bins["tlbwalk.x86_64"]), "mode=cycle", "pages=4", "reps=1"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0  # natively the markers are plain no-ops
+    exe = bins["windows.sparc64"].with_name("nomarker")
+    c = subprocess.run(["gcc", "-O1", "-static", "-x", "c", "-", "-o", str(exe)],
+                       input="int main(void){volatile int s=0; for(int i=0;i<1000;i++) s+=i; return s!=499500;}",
+                       capture_output=True, text=True, timeout=120)
+    assert c.returncode == 0, c.stderr
+    _, stats, _ = run_model(plugin, "x86_64", exe, [], {}, tmp_path)
+    assert stats["roi_markers"] is False and len(stats["regions"]) == 1
+    whole = dict(stats["regions"][0])
+    assert whole.pop("marked") is False and whole.pop("closed_by") == "exit"
+    whole.pop("vcpu"), whole.pop("index")
+    assert whole == stats["total"]
+
+
+def test_output_is_byte_identical_across_runs(plugin, bins, tmp_path):
+    rng = random.Random(5)
+    cfg = draw_config(rng)
+    span, ops = draw_ops(rng, cfg, n=1000)
+    write_ops(tmp_path / "ops.bin", span, ops)
+    outs = []
+    for _ in range(2):
+        _, stats, _ = run_model(plugin, "x86_64", bins["replay.x86_64"], [tmp_path / "ops.bin"], cfg, tmp_path)
+        outs.append(sorted(tmp_path.glob("stats-*.json"), key=lambda p: p.stat().st_mtime_ns)[-1].read_bytes())
+    assert outs[0] == outs[1]
+    outs = []
+    for _ in range(2):
+        run_model(plugin, "sparc64", bins["windows.sparc64"], ["depth=30", "reps=5"], {}, tmp_path)
+        outs.append(sorted(tmp_path.glob("stats-*.json"), key=lambda p: p.stat().st_mtime_ns)[-1].read_bytes())
+    assert outs[0] == outs[1]
+
+
+# ------------------------------------------------------------------ options
+
+CONTRACT = ("arch out cpi l1i_size l1i_assoc l1i_line l1i_lat l1d_size l1d_assoc l1d_line l1d_lat l1d_write "
+            "l2_size l2_assoc l2_line l2_lat mem_lat itlb_entries itlb_assoc dtlb_entries dtlb_assoc page tlb_miss "
+            "stlb_entries stlb_assoc stlb_lat unaligned2 unaligned4 unaligned8 unaligned_penalty straddle_penalty "
+            "trap_cost lock_cost split_lock_cost prefetch prefetch_trap nwindows window_trap").split()
+
+
+@pytest.mark.parametrize("opt,words", [
+    ("bogus=1", ["unknown option 'bogus'"] + CONTRACT),
+    ("l1d_size=3000", ["l1d_size=3000", "power of two"]),
+    ("l1d_line=48", ["l1d_line=48", "power of two"]),
+    ("l1d_size=64,l1d_assoc=4", ["l1d_size=64", "smaller than one set"]),
+    ("l2_size=65536,l2_line=32,l1d_line=64", ["l2_line=32"]),
+    ("page=3000", ["page=3000", "power of two"]),
+    ("dtlb_entries=48,dtlb_assoc=32", ["dtlb_entries=48", "power-of-two number of sets"]),
+    ("l1d_write=wa", ["l1d_write=wa", "wb", "wt"]),
+    ("unaligned4=emulate", ["unaligned4=emulate", "hw", "trap"]),
+    ("prefetch=maybe", ["prefetch=maybe", "strong", "weak"]),
+    ("cpi=-1", ["cpi=-1"]),
+    ("mem_lat=5,l2_lat=14", ["mem_lat=5"]),
+    ("nwindows=8", ["nwindows=8", "sparc64"]),
+    ("arch=sparc64", ["arch=sparc64", "x86_64"]),
+    ("lock_cost=many", ["lock_cost=many", "integer"]),
+])
+def test_bad_options_fail_fast_naming_the_option(opt, words, plugin, bins, tmp_path):
+    spec = f"{plugin},{opt}"
+    r = subprocess.run(["qemu-x86_64", "-plugin", spec, str(bins["tlbwalk.x86_64"])], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode != 0
+    for w in words:
+        assert w in r.stderr, (w, r.stderr)
+
+
+def test_every_contract_option_is_accepted(plugin, bins, tmp_path):
+    opts = dict(arch="x86_64", cpi=0.8, l1i_size=16384, l1i_assoc=4, l1i_line=32, l1i_lat=2, l1d_size=16384,
+                l1d_assoc=4, l1d_line=32, l1d_lat=3, l1d_write="wt", l2_size=262144, l2_assoc=8, l2_line=64,
+                l2_lat=12, mem_lat=150, itlb_entries=32, itlb_assoc=0, dtlb_entries=64, dtlb_assoc=4, page=4096,
+                tlb_miss=40, stlb_entries=512, stlb_assoc=4, stlb_lat=7, unaligned2="hw", unaligned4="trap",
+                unaligned8="trap", unaligned_penalty=3, straddle_penalty=4, trap_cost=900, lock_cost=18,
+                split_lock_cost=1200, prefetch="strong", prefetch_trap=700, nwindows=0, window_trap=80)
+    assert sorted(opts) == sorted(set(CONTRACT) - {"out"})
+    _, stats, _ = run_model(plugin, "x86_64", bins["tlbwalk.x86_64"], ["pages=4"], opts, tmp_path)
+    o = stats["options"]
+    for k, v in dict(opts, itlb_assoc=32).items():  # assoc 0 = fully associative, echoed as the way count
+        assert o[k] == v, k
+    r = stats["regions"][0]
+    assert r["cycles"] == sum(r["cycles_breakdown"].values())
+    assert r["cycles_breakdown"]["base"] == round(0.8 * r["instructions"])
+
+
+def test_build_is_cached_and_prints_the_path(plugin):
+    r = subprocess.run([str(MODEL / "build.sh")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == str(plugin) and r.stderr == ""
+    assert plugin.parent.name == plugin.parent.name.lower() and len(plugin.parent.name) == 64
+    assert shutil.which("qemu-x86_64") and shutil.which("qemu-sparc64")
