@@ -533,7 +533,8 @@ CONTRACT = ("arch out cpi l1i_size l1i_assoc l1i_line l1i_lat l1d_size l1d_assoc
 
 @pytest.mark.parametrize("opt,words", [
     ("bogus=1", ["unknown option 'bogus'"] + CONTRACT),
-    ("l1d_size=3000", ["l1d_size=3000", "power of two"]),
+    ("l1d_size=3000", ["l1d_size=3000", "whole number of lines"]),
+    ("l1d_size=3072", ["l1d_size=3072", "power-of-two number of sets"]),
     ("l1d_line=48", ["l1d_line=48", "power of two"]),
     ("l1d_size=64,l1d_assoc=4", ["l1d_size=64", "smaller than one set"]),
     ("l2_size=65536,l2_line=32,l1d_line=64", ["l2_line=32"]),

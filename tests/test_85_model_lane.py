@@ -53,3 +53,14 @@ def test_simulate_runs_a_users_static_program():
     assert len(regions) == 2 and all(g["instructions"] > 0 and g["cycles"] > 0 for g in regions)
     r = trapline("simulate", "--machine", "x86-2012-server", "--arch", "sparc64", "--", str(prog))
     assert r.returncode == 2 and "x86_64" in r.stderr
+
+
+def test_spill_fill_traps_are_counted_by_the_model_on_a_3mb_12way_l2(results_dir):
+    """ultrasparc-t1: a 3 MB 12-way L2 (4096 sets) is a valid geometry; every call
+    at depth 1000 spills once, counted by the model, not derived."""
+    r = trapline("run", "sparc-spill-fill", "--platform", "model", "--quick")
+    assert r.returncode == 0, r.stderr[-2000:]
+    e = json.loads(((results_dir / "latest").resolve() / "entries" / "sparc-spill-fill.model.json").read_text())
+    spills = next(f["value"] for f in e["figures"] if f["name"].startswith("window spill traps counted"))
+    assert spills == pytest.approx(0.994, abs=0.002)
+    assert e["status"] in ("reproduced", "differs") and e["reproduced"] > 0

@@ -107,6 +107,11 @@ def execute(command: str, exp_ids: list[str], platform: str | None, quick: bool,
                          commands=prun.commands if prun else [], seconds=round(prun.seconds, 3) if prun else 0.0,
                          binaries=prun.binaries if prun else {},
                          platform_facts=prun.facts if prun else {})
+            cal = (prun.facts.get("calibrated_on_this_claim") if prun else None) or []
+            if cal:
+                entry["note"] += (f" Machine parameters fitted to this claim ({exp.data['catalogue']}): "
+                                  f"{', '.join(cal)}; the modelled figure is therefore not an independent "
+                                  f"reproduction of it, only a check of the model's mechanics.")
             log(f"    {entry['status']}: {entry['metric']} = {analysis.fmt(entry['reproduced'])}"
                 f" (claimed {analysis.fmt(entry['claimed'])})")
             rd.save_entry(entry, prun.raw if prun else "")

@@ -303,8 +303,11 @@ static int check_geometry(const char *size_key, uint64_t size, const char *assoc
     if (!tlb) {
         if (!is_pow2(line) || line < 4 || line > 65536)
             return fail("%s=%" PRIu64 " must be a power of two between 4 and 65536 bytes", line_key, line);
-        if (!is_pow2(size))
-            return fail("%s=%" PRIu64 " must be a power of two (bytes)", size_key, size);
+        /* the size need not be a power of two (the UltraSPARC T1's L2 is 3 MB,
+         * 12-way): the number of sets must, checked below */
+        if (size % line)
+            return fail("%s=%" PRIu64 " is not a whole number of lines (%s=%" PRIu64 ")", size_key, size, line_key,
+                        line);
         if (size < line)
             return fail("%s=%" PRIu64 " is smaller than one line (%s=%" PRIu64 ")", size_key, size, line_key,
                         line);

@@ -158,13 +158,35 @@ class ModelPlatform(Platform):
                 s["cycles"] = g["cycles"]
                 s.pop("user_ns", None)
                 s.pop("sys_ns", None)
+                # the model's event counts for this region, as counters with the
+                # sample's parameters (repetitions collapse to their median)
+                params = {k: v for k, v in s.items() if k not in ("exp", "kind", "rep", "ns", "user_ns", "sys_ns",
+                                                                  "cycles", "iters")}
+                for name, value in region_counts(g, s["ops"]).items():
+                    out.counts.append({**params, "kind": "count", "name": name, "value": value})
             regions_total += len(regions)
             output.extend(out)
         hashes = {f"{exp.kernel}/{k}": v for k, v in build.binary_hashes(bindir).items()}
         run = PlatformRun(output, "\n".join(raw), shown, binaries=hashes, seconds=time.monotonic() - t0)
+        cat = exp.data["catalogue"]
+        calibrated = sorted(k for k, v in m.sources().items() if str(v).startswith(f"calibrated: {cat}:"))
         run.facts = {"machine": m.name, "machine_sets": list(m.sets), "machine_file_sha256": m.to_dict().get("file_sha256"),
-                     "clock_hz": clock, "regions": regions_total}
+                     "clock_hz": clock, "regions": regions_total, "calibrated_on_this_claim": calibrated}
         return run
+
+
+def region_counts(g: dict, ops: int) -> dict[str, int]:
+    """The plugin's counts for one region, flattened to model_* counters."""
+    t = g.get("traps", {})
+    return {"model_ops": ops, "model_instructions": g.get("instructions", 0), "model_cycles": g.get("cycles", 0),
+            "model_l1d_misses": g.get("l1d", {}).get("misses", 0),
+            "model_l2_misses": (g.get("l2") or {}).get("misses", 0),
+            "model_dtlb_misses": g.get("dtlb", {}).get("misses", 0),
+            "model_itlb_misses": g.get("itlb", {}).get("misses", 0),
+            "model_straddling": g.get("straddling_accesses", 0),
+            "model_locked_split": g.get("locked", {}).get("split", 0),
+            "model_traps_unaligned": t.get("unaligned", 0), "model_window_spills": t.get("window_spill", 0),
+            "model_window_fills": t.get("window_fill", 0), "model_prefetch_traps": t.get("prefetch", 0)}
 
 
 def _version(binary: str) -> str:
