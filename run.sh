@@ -19,12 +19,16 @@ PYTHON=${TRAPLINE_PYTHON:-/usr/bin/python3}
 # harness (python3-dev builds pycachesim, the cache oracle of the tests).
 # The guest lane builds Linux from linux-source-6.1 (bison, flex, bc, libelf,
 # libssl, cpio, xz, perl, rsync) and boots it with Debian's QEMU system emulators.
-APT_PACKAGES=(make gcc libc6-dev binutils
-              gcc-sparc64-linux-gnu binutils-sparc64-linux-gnu
-              gcc-arm-linux-gnueabi binutils-arm-linux-gnueabi
+# The cross C libraries are only "recommended" by the cross compilers (and we
+# install without recommends); dpkg-dev unpacks QEMU's source for the plugin
+# header (model/fetch-qemu-headers.sh); git feeds the run manifest.
+APT_PACKAGES=(make gcc libc6-dev binutils git
+              gcc-sparc64-linux-gnu binutils-sparc64-linux-gnu libc6-dev-sparc64-cross
+              gcc-arm-linux-gnueabi binutils-arm-linux-gnueabi libc6-dev-armel-cross
               qemu-user python3 python3-venv python3-dev
               linux-source-6.1 bison flex bc libelf-dev libssl-dev cpio xz-utils perl rsync
-              qemu-system-sparc qemu-system-arm qemu-system-x86)
+              qemu-system-sparc qemu-system-arm qemu-system-x86
+              dpkg-dev)
 
 say() { printf 'trapline: %s\n' "$*" >&2; }
 
