@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from functools import lru_cache
 from pathlib import Path
 
 from trapline.errors import RunFailed, UsageError
@@ -39,6 +40,7 @@ def check_arch(arch: str) -> None:
         raise UsageError(f"unknown arch '{arch}'; valid choices: {', '.join(ARCHES)}")
 
 
+@lru_cache(maxsize=None)
 def _tool_version(tool: str) -> str:
     try:
         out = subprocess.run([tool, "--version"], capture_output=True, text=True, check=True).stdout

@@ -20,7 +20,6 @@ import datetime as dt
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from trapline import build
+from trapline.errors import UsageError
 from trapline.kernelio import KernelOutput
 
 
@@ -33,3 +35,34 @@ class Platform:
 
     def run(self, exp, quick: bool, sets: dict[str, str], log) -> PlatformRun:
         raise NotImplementedError
+
+
+# ------------------------------------------------ shared by every platform
+
+def kernel_keys(exp, binary: str) -> list[str]:
+    """The keys a kernel binary declares (read from the x86_64 build's --help:
+    the source is the same on every architecture)."""
+    return build.kernel_keys(build.build("x86_64") / exp.kernel / binary)
+
+
+def kernel_args(exp, run: dict, quick: bool, sets: dict[str, str]) -> list[str]:
+    """key=value arguments for one run: the experiment's, then its quick ones
+    (and quick=1), then the user's --set values that this kernel declares."""
+    args = dict(run.get("args", {}))
+    if quick:
+        args.update(run.get("quick", {}))
+        args["quick"] = 1
+    valid = kernel_keys(exp, run["binary"])
+    args.update({k: v for k, v in sets.items() if k in valid})
+    return [f"{k}={v}" for k, v in args.items()]
+
+
+def check_kernel_sets(exp, platform: str, sets: dict[str, str], also: str = "") -> None:
+    """Reject a --set key that no kernel of this experiment's runs declares."""
+    valid: set[str] = set()
+    for r in exp.platform(platform).get("runs", []):
+        valid |= set(kernel_keys(exp, r["binary"]))
+    for k in sets:
+        if k not in valid:
+            raise UsageError(f"unknown key '{k}' for {exp.id} on {platform}; valid choices: "
+                             f"{', '.join(sorted(valid))}{also}")

@@ -14,8 +14,7 @@ from pathlib import Path
 
 from trapline import build, kernelio
 from trapline.proc import CONSOLE_TAIL_LINES, run_command, tail  # noqa: F401 (re-exported)
-from trapline.errors import UsageError
-from trapline.platforms.base import Platform, PlatformRun
+from trapline.platforms.base import Platform, PlatformRun, check_kernel_sets, kernel_args
 
 DEFAULT_TIMEOUT_S = 600
 QUICK_TIMEOUT_S = 120
@@ -51,27 +50,8 @@ class HostPlatform(Platform):
             HostPlatform._builds[self.arch] = build.build(self.arch, log=log)
         return HostPlatform._builds[self.arch] / exp.kernel
 
-    def _args(self, run: dict, quick: bool, sets: dict[str, str], valid: list[str]) -> list[str]:
-        args = {k: v for k, v in run.get("args", {}).items()}
-        if quick:
-            args.update(run.get("quick", {}))
-            args["quick"] = 1
-        for k, v in sets.items():
-            if k in valid:
-                args[k] = v
-        return [f"{k}={v}" for k, v in args.items()]
-
     def validate_sets(self, exp, sets: dict[str, str]) -> None:
-        if not sets:
-            return
-        bindir = self._bindir(exp, None)
-        valid: set[str] = set()
-        for r in exp.platform(self.name).get("runs", []):
-            valid |= set(build.kernel_keys(bindir / r["binary"]))
-        for k in sets:
-            if k not in valid:
-                raise UsageError(f"unknown key '{k}' for {exp.id} on {self.name}; "
-                                 f"valid choices: {', '.join(sorted(valid))}")
+        check_kernel_sets(exp, self.name, sets)
 
     def run(self, exp, quick: bool, sets: dict[str, str], log) -> PlatformRun:
         spec = exp.platform(self.name)
@@ -83,8 +63,7 @@ class HostPlatform(Platform):
         runs = spec.get("runs", [])
         for i, r in enumerate(runs):
             binary = bindir / r["binary"]
-            valid = build.kernel_keys(binary)
-            cmd = [str(binary)] + self._args(r, quick, sets, valid)
+            cmd = [str(binary)] + kernel_args(exp, r, quick, sets)
             shown = " ".join([f"{exp.kernel}/{r['binary']}"] + cmd[1:])
             commands.append([f"{exp.kernel}/{r['binary']}"] + cmd[1:])
             log(f"{exp.id} [{i + 1}/{len(runs)}] {shown}")

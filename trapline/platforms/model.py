@@ -25,7 +25,7 @@ from pathlib import Path
 
 from trapline import build, kernelio, machine as machines
 from trapline.errors import RunFailed, UsageError
-from trapline.platforms.base import Platform, PlatformRun
+from trapline.platforms.base import Platform, PlatformRun, check_kernel_sets, kernel_args
 from trapline.proc import run_command, tail
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -99,16 +99,9 @@ class ModelPlatform(Platform):
         if m.arch != spec["arch"]:
             raise UsageError(f"machine '{m.name}' is {m.arch}, but {exp.id} runs its model lane on {spec['arch']}")
         _, kset = split_sets(sets)
-        if kset:
-            bindir = build.build("x86_64") / exp.kernel
-            valid: set[str] = set()
-            for r in spec.get("runs", []):
-                valid |= set(build.kernel_keys(bindir / r["binary"]))
-            for k in kset:
-                if k not in valid:
-                    raise UsageError(f"unknown key '{k}' for {exp.id} on model (neither a kernel argument nor a "
-                                     f"machine field); kernel keys: {', '.join(sorted(valid))}; machine fields: "
-                                     f"{', '.join(sorted(MACHINE_TOP_KEYS))} (dotted, e.g. caches.l1d.line=32B)")
+        check_kernel_sets(exp, self.name, kset,
+                          also=f"; or a machine field: {', '.join(sorted(MACHINE_TOP_KEYS))} "
+                               f"(dotted, e.g. caches.l1d.line=32B)")
 
     def run(self, exp, quick: bool, sets: dict[str, str], log) -> PlatformRun:
         spec = exp.platform(self.name)
@@ -122,19 +115,12 @@ class ModelPlatform(Platform):
             self._builds[arch] = build.build(arch, log=log)
         self._machines[m.name + ("+" + ",".join(m.sets) if m.sets else "")] = m.to_dict()
         bindir = self._builds[arch] / exp.kernel
-        keys_dir = build.build("x86_64") / exp.kernel
         clock = m.clock_hz
         output = kernelio.KernelOutput()
         raw, shown, regions_total = [], [], 0
         log(f"{exp.id}: timing model, machine {m.name}{' with ' + ' '.join(m.sets) if m.sets else ''}")
         for i, r in enumerate(spec.get("runs", [])):
-            args = dict(r.get("args", {}))
-            if quick:
-                args.update(r.get("quick", {}))
-                args["quick"] = 1
-            valid = build.kernel_keys(keys_dir / r["binary"])
-            args.update({k: v for k, v in kset.items() if k in valid})
-            argv = [str(bindir / r["binary"])] + [f"{k}={v}" for k, v in args.items()]
+            argv = [str(bindir / r["binary"])] + kernel_args(exp, r, quick, kset)
             shown.append([f"{exp.kernel}/{r['binary']}"] + argv[1:])
             log(f"{exp.id} [{i + 1}/{len(spec['runs'])}] {' '.join(shown[-1])}")
             stats, so, se, status = simulate(arch, self._plugin, m, argv, r.get("timeout_s", TIMEOUT_S),

@@ -16,8 +16,7 @@ import time
 from pathlib import Path
 
 from trapline import build, images, kernelio
-from trapline.errors import UsageError
-from trapline.platforms.base import Platform, PlatformRun
+from trapline.platforms.base import Platform, PlatformRun, check_kernel_sets, kernel_args
 from trapline.proc import tail
 
 QUICK_BOOT_TIMEOUT_S = 300
@@ -63,32 +62,16 @@ class QemuPlatform(Platform):
         return self._images[arch]
 
     def validate_sets(self, exp, sets: dict[str, str]) -> None:
-        if not sets:
-            return
-        bindir = build.build("x86_64") / exp.kernel  # same source, same keys on every arch
-        valid: set[str] = set()
-        for r in exp.platform(self.name).get("runs", []):
-            valid |= set(build.kernel_keys(bindir / r["binary"]))
-        for k in sets:
-            if k not in valid:
-                raise UsageError(f"unknown key '{k}' for {exp.id} on {self.name}; "
-                                 f"valid choices: {', '.join(sorted(valid))}")
+        check_kernel_sets(exp, self.name, sets)
 
     def run(self, exp, quick: bool, sets: dict[str, str], log) -> PlatformRun:
         spec = exp.platform(self.name)
         arch = spec["arch"]
         t0 = time.monotonic()
         image = self.image(arch, log)
-        keys_dir = build.build("x86_64") / exp.kernel
         commands, shown = [], []
         for r in spec.get("runs", []):
-            args = dict(r.get("args", {}))
-            if quick:
-                args.update(r.get("quick", {}))
-                args["quick"] = 1
-            valid = build.kernel_keys(keys_dir / r["binary"])
-            args.update({k: v for k, v in sets.items() if k in valid})
-            argv = [f"/trapline/bin/{exp.kernel}/{r['binary']}"] + [f"{k}={v}" for k, v in args.items()]
+            argv = [f"/trapline/bin/{exp.kernel}/{r['binary']}"] + kernel_args(exp, r, quick, sets)
             commands.append(" ".join(argv))
             shown.append([f"{exp.kernel}/{r['binary']}"] + argv[1:])
         timeout = spec.get("boot_timeout_s", QUICK_BOOT_TIMEOUT_S if quick else FULL_BOOT_TIMEOUT_S)
