@@ -64,3 +64,14 @@ def test_spill_fill_traps_are_counted_by_the_model_on_a_3mb_12way_l2(results_dir
     spills = next(f["value"] for f in e["figures"] if f["name"].startswith("window spill traps counted"))
     assert spills == pytest.approx(0.994, abs=0.002)
     assert e["status"] in ("reproduced", "differs") and e["reproduced"] > 0
+
+
+def test_strong_prefetch_of_address_zero_traps_in_the_model_and_weak_does_not(results_dir):
+    r = trapline("run", "sparc-strong-prefetch", "--platform", "model", "--quick")
+    assert r.returncode == 0, r.stderr[-2000:]
+    e = json.loads(((results_dir / "latest").resolve() / "entries" / "sparc-strong-prefetch.model.json").read_text())
+    per_prefetch = {f["name"]: f["value"] for f in e["figures"]}
+    assert per_prefetch["prefetch traps counted by the model per strong prefetch"] == 1.0
+    assert per_prefetch["prefetch traps counted by the model per weak prefetch"] == 0.0
+    assert e["status"] == "reproduced" and e["reproduced"] > 100
+    assert "fitted to this claim (E4): prefetch.trap_cost" in e["note"]

@@ -49,6 +49,19 @@ static struct tl_arg args[] = {
     }
 PREFETCH_LOOP(prefetch_strong, 22)
 PREFETCH_LOOP(prefetch_weak, 2)
+/* target=null: the address is %g0 (always 0) in the instruction itself, so a
+ * timing model that cannot read registers (QEMU 7.2's plugin API) still knows
+ * the prefetch is of address 0, an unmapped page. */
+#define PREFETCH_NULL_LOOP(name, fcn)                                                  \
+    __attribute__((noinline, no_icf)) static uint64_t name(const char *p, unsigned long iters) \
+    {                                                                                  \
+        (void)p;                                                                       \
+        for (unsigned long i = 0; i < iters; i++)                                      \
+            __asm__ volatile("prefetch [%%g0], " #fcn ::: "memory");                   \
+        return iters;                                                                  \
+    }
+PREFETCH_NULL_LOOP(prefetch_strong_null, 22)
+PREFETCH_NULL_LOOP(prefetch_weak_null, 2)
 PREFETCH_LOOP(prefetch_fcn0, 0)
 PREFETCH_LOOP(prefetch_fcn1, 1)
 PREFETCH_LOOP(prefetch_fcn3, 3)
@@ -127,7 +140,10 @@ int main(int argc, char **argv)
     case 20: fn = prefetch_fcn20; break;
     case 21: fn = prefetch_fcn21; break;
     case 23: fn = prefetch_fcn23; break;
-    default: break; /* 2 and 22: prefetch_weak / prefetch_strong */
+    default: /* 2 and 22: prefetch_weak / prefetch_strong, address 0 as %g0 for target=null */
+        if (!strcmp(target, "null"))
+            fn = strong ? prefetch_strong_null : prefetch_weak_null;
+        break;
     }
     const char *insn = "prefetch";
 #elif defined(__x86_64__)
