@@ -75,3 +75,15 @@ def test_strong_prefetch_of_address_zero_traps_in_the_model_and_weak_does_not(re
     assert per_prefetch["prefetch traps counted by the model per weak prefetch"] == 0.0
     assert e["status"] == "reproduced" and e["reproduced"] > 100
     assert "fitted to this claim (E4): prefetch.trap_cost" in e["note"]
+
+
+@pytest.mark.parametrize("arch, machine", [("sparc64", "ultrasparc-iv-plus"), ("armv6", "arm1176-rpi1")])
+def test_simulate_on_the_other_architectures(arch, machine):
+    prog = build.build(arch) / "loop-order" / "loop-order"
+    r = trapline("simulate", "--machine", machine, "--arch", arch, "--",
+                 str(prog), "quick=1", "reps=1", "warmup=0", "rows=128", "cols=128")
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout)
+    assert out["stats"]["arch"] == arch
+    regions = [g for g in out["stats"]["regions"] if g.get("marked")]
+    assert len(regions) == 1 and regions[0]["l1d"]["accesses"] >= 128 * 128
