@@ -21,14 +21,15 @@ PYTHON=${TRAPLINE_PYTHON:-/usr/bin/python3}
 # libssl, cpio, xz, perl, rsync) and boots it with Debian's QEMU system emulators.
 # The cross C libraries are only "recommended" by the cross compilers (and we
 # install without recommends); dpkg-dev unpacks QEMU's source for the plugin
-# header (model/fetch-qemu-headers.sh); git feeds the run manifest.
+# header (model/fetch-qemu-headers.sh); git feeds the run manifest; valgrind
+# (cachegrind) is the second oracle of the timing model (tests/test_82).
 APT_PACKAGES=(make gcc libc6-dev binutils git
               gcc-sparc64-linux-gnu binutils-sparc64-linux-gnu libc6-dev-sparc64-cross
               gcc-arm-linux-gnueabi binutils-arm-linux-gnueabi libc6-dev-armel-cross
               qemu-user python3 python3-venv python3-dev
               linux-source-6.1 bison flex bc libelf-dev libssl-dev cpio xz-utils perl rsync
               qemu-system-sparc qemu-system-arm qemu-system-x86
-              dpkg-dev)
+              dpkg-dev valgrind)
 
 say() { printf 'trapline: %s\n' "$*" >&2; }
 
