@@ -1,0 +1,85 @@
+# trapline in a container. Everything slow happens at build time (the Debian
+# packages, the pinned Python environment, the benchmark kernels for x86_64, sparc64
+# and armv6, the three guest images, the timing-model plugin), so `docker run`
+# starts measuring at once, with no network, as any uid. docs/docker.md has the details; in short:
+#
+#   docker build --network host -t trapline .
+#   mkdir -p results
+#   docker run --rm --network none --user "$(id -u):$(id -g)" \
+#       -v "$PWD/results:/results" trapline reproduce-all --quick
+#
+# Base: the official Debian 12 image, pinned by its dated tag and digest:
+#   debian:bookworm-20251229 (Debian 12.12), linux/amd64 image manifest
+#   sha256:4216e8fe27fdd803d2822d08ed9de39825a41a47e34c32b71a23ac074f91eaf4
+#   (as listed on the debuerreotype checksums page for that release).
+# Without a registry, .ci/docker-base.sh makes the same Debian release from Debian
+# packages (mmdebstrap --variant=minbase, docker import) and the build takes it with
+#   --build-arg BASE=trapline-base:bookworm
+# Either way apt installs from the base image's own apt sources, and the versions are
+# whatever that mirror serves for bookworm, as on a native Debian 12 machine.
+ARG BASE=debian:bookworm-20251229@sha256:4216e8fe27fdd803d2822d08ed9de39825a41a47e34c32b71a23ac074f91eaf4
+FROM ${BASE}
+
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# TRAPLINE_CACHE: venv, kernels, guest images, plugin, built below; read-only at run
+# time. TRAPLINE_RESULTS: mount a directory here. MPLCONFIGDIR: matplotlib's cache
+# must be writable by whatever uid runs the container.
+ENV LANG=C.UTF-8 \
+    TRAPLINE_CACHE=/opt/trapline/cache \
+    TRAPLINE_RESULTS=/results \
+    MPLCONFIGDIR=/tmp/matplotlib
+WORKDIR /opt/trapline
+
+# 1. The Debian packages and the Python environment, installed by run.sh itself
+#    (its APT_PACKAGES list and requirements.txt are the one definition of both):
+#    `run.sh test --version` installs what is missing (apt-get, without recommends),
+#    creates the venv in the cache (pip fetches the pinned packages and builds
+#    pycachesim), then only runs `pytest --version`.
+#    pip honours the PIP_INDEX_URL / PIP_FIND_LINKS / PIP_NO_INDEX build arguments:
+#    a local index or wheelhouse instead of PyPI (docs/docker.md).
+ARG PIP_INDEX_URL
+ARG PIP_FIND_LINKS
+ARG PIP_NO_INDEX
+COPY run.sh requirements.txt ./
+RUN ./run.sh test --version \
+    && apt-get clean && rm -rf /var/lib/apt/lists/* /root/.cache/pip
+
+# 2. The QEMU plugin header for the timing model, from Debian's qemu source package
+#    of the installed version (the script adds a deb-src entry for the same mirror;
+#    it is removed again, with the indexes, once the header is in the cache).
+COPY model/fetch-qemu-headers.sh model/
+RUN sh model/fetch-qemu-headers.sh >/dev/null \
+    && rm -f /etc/apt/sources.list.d/trapline-deb-src.* \
+    && apt-get clean && rm -rf /var/lib/apt/lists/*
+
+# 3. The three guest Linux kernels (2 to 5 minutes each on 2 cores). They depend on
+#    images/ only, so this layer survives edits to the harness and the benchmark
+#    kernels; step 4 finds them in the cache by the same content hash.
+COPY images/ images/
+RUN for arch in sparc64 armv6 x86_64; do images/build.sh "$arch" >/dev/null || exit 1; done \
+    && rm -rf "$TRAPLINE_CACHE"/images/*-initramfs-*
+
+# 4. The clone, then the native commands: the benchmark kernels for every arch, the
+#    guest images holding them, the timing-model plugin. The cache is made readable
+#    by any uid before the images (they are keyed by the kernels' file modes).
+COPY . .
+RUN ./run.sh build >/dev/null \
+    && chmod -R a+rX /opt/trapline \
+    && ./run.sh images \
+    && sh model/build.sh >/dev/null \
+    && chmod -R a+rX /opt/trapline \
+    && python3 -m compileall -q trapline \
+    && git config --system --add safe.directory /opt/trapline
+
+# 5. A non-root user (uid 1000) for runs without --user, and a /results any uid can
+#    write when nothing is mounted there. Then the check that a run needs nothing
+#    more: as this user the cache is read-only, so any attempt to install a package,
+#    create the venv, or build a kernel, an image or the plugin fails the build here.
+RUN useradd --uid 1000 --user-group --create-home --shell /bin/bash trapline \
+    && install -d -m 1777 /results
+USER trapline
+RUN ./run.sh list >/dev/null && ./run.sh build >/dev/null && ./run.sh images >/dev/null \
+    && sh model/build.sh >/dev/null
+
+ENTRYPOINT ["/opt/trapline/run.sh"]
+CMD ["reproduce-all"]
