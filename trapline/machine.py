@@ -36,6 +36,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from trapline.experiment import _schema_message as experiment_schema_message, _where
 from trapline.errors import UsageError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -123,13 +124,6 @@ def _schema() -> dict:
     return json.loads(SCHEMA_PATH.read_text())
 
 
-def _where(path) -> str:
-    out = ""
-    for p in path:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out or "(top level)"
-
-
 def _schema_message(err: jsonschema.ValidationError) -> str:
     where = _where(err.absolute_path)
     # an anyOf (a plain value or a {value, source} mapping): report the most useful branch
@@ -139,12 +133,8 @@ def _schema_message(err: jsonschema.ValidationError) -> str:
             if subs:
                 return _schema_message(subs[0])
         return f"{where}: {err.instance!r} is not valid here ({_schema_node_desc(err.schema)})"
-    if err.validator == "additionalProperties":
-        allowed = sorted(err.schema.get("properties", {}))
-        extra = sorted(set(err.instance) - set(allowed)) if isinstance(err.instance, dict) else []
-        return f"{where}: unknown field {', '.join(repr(e) for e in extra)}; valid fields: {', '.join(allowed)}"
-    if err.validator == "enum":
-        return f"{where}: {err.instance!r} is not valid; choose one of: {', '.join(map(str, err.validator_value))}"
+    if err.validator in ("additionalProperties", "enum"):
+        return experiment_schema_message(err)  # the same sentences as for experiment files
     return f"{where}: {err.message}"
 
 
