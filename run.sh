@@ -47,8 +47,16 @@ ensure_apt() {
         fi
     fi
     say "installing Debian packages: ${missing[*]}"
-    "${sudo[@]}" apt-get update -qq >&2
-    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+    # wait (up to 10 minutes) while another apt holds its locks: on a machine that has
+    # just booted, its own package jobs may still be running
+    local i out
+    for i in $(seq 60); do
+        out=$("${sudo[@]}" apt-get update -qq 2>&1) && break
+        case $out in *"Could not get lock"*) [ "$i" = 1 ] && say "apt is busy (lock held); waiting"; sleep 10 ;;
+                     *) printf '%s\n' "$out" >&2; break ;; esac
+    done
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq -o DPkg::Lock::Timeout=600 --no-install-recommends "${missing[@]}" >&2 ||
+        { say "apt-get install failed"; exit 1; }
 }
 
 ensure_venv() {

@@ -21,6 +21,18 @@ set -eu
 
 say() { printf 'fetch-qemu-headers: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
+# apt-get update, waiting (up to 10 minutes) while another apt holds the lists lock:
+# on a machine that has just booted, its own package jobs may still be running
+apt_update() {
+    local i out
+    for i in $(seq 60); do
+        if out=$($SUDO apt-get update -qq 2>&1); then return 0; fi
+        case $out in *"Could not get lock"*) [ "$i" = 1 ] && say "apt is busy (lock held); waiting";
+                                              sleep 10 ;;
+                     *) printf '%s\n' "$out" >&2; return 1 ;; esac
+    done
+    printf '%s\n' "$out" >&2; return 1
+}
 
 CACHE=${TRAPLINE_CACHE:-$HOME/.cache/trapline}
 
@@ -88,10 +100,10 @@ if ! has_src; then
     fi
     rm -f "$tmp" "$tmp.list"
     say "apt-get update (to read the source indexes)"
-    $SUDO apt-get update -qq >&2 || die "apt-get update failed"
+    apt_update || die "apt-get update failed"
 elif ! apt-cache showsrc qemu >/dev/null 2>&1 || [ -z "$(apt-cache showsrc qemu 2>/dev/null)" ]; then
     say "apt-get update (deb-src present but no source index for qemu yet)"
-    $SUDO apt-get update -qq >&2 || die "apt-get update failed"
+    apt_update || die "apt-get update failed"
 fi
 
 if ! apt-cache showsrc qemu 2>/dev/null | grep -qFx "Version: $srcver"; then
