@@ -95,7 +95,12 @@ copy_runtime() {
 	log "$ARCH: dynamic programs: copied ${!done[*]} to /trapline/lib"
 }
 
-# cpio_list ROOT: gen_init_cpio entries for every path, sorted by name, uid/gid 0.
+# cpio_list ROOT: gen_init_cpio entries for every path, sorted by name, uid/gid 0,
+# modes normalised (directories 0755, /tmp 1777, files 0755 if executable, else
+# 0644): the archive must not depend on the umask or on the permissions of the
+# kernels' cache directory it was copied from (0700 from mkdtemp here, 0755 in the
+# Docker image), since a different mode is a different guest, and the timing
+# model's guest lane counts every instruction the guest kernel runs.
 cpio_list() {
 	local root=$1 type mode path link
 	echo "dir /dev 0755 0 0"
@@ -104,6 +109,10 @@ cpio_list() {
 		while read -r type mode path link; do
 			path=${path#.}
 			case $path in *[[:space:]]*) die "path with blanks not supported: $path" ;; esac
+			case $type in
+			d) [[ $path == /tmp ]] && mode=1777 || mode=755 ;;
+			f) (( 8#$mode & 8#111 )) && mode=755 || mode=644 ;;
+			esac
 			case $type in
 			d) echo "dir $path $mode 0 0" ;;
 			f) echo "file $path $root$path $mode 0 0" ;;
