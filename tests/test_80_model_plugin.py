@@ -137,15 +137,23 @@ def draw_config(rng):
         while size < 2 * l1max or rng.random() < 0.5:
             size *= 2
         c.update(l2_size=size, l2_assoc=assoc, l2_line=line)
+        if rng.random() < 0.5:  # an L3 below it
+            line3 = rng.choice([x for x in (32, 64, 128, 256) if x >= line])
+            assoc3 = rng.choice([1, 2, 4, 8, 16])
+            size3 = line3 * assoc3
+            while size3 < 2 * size or (rng.random() < 0.3 and size3 < (1 << 19)):
+                size3 *= 2
+            c.update(l3_size=size3, l3_assoc=assoc3, l3_line=line3)
     else:
         c["l2_size"] = 0
+    c.setdefault("l3_size", 0)
     return c
 
 
 def draw_ops(rng, cfg, n=3000):
     """(offset, size, store) records: a hot region, random accesses over a span
     a few times the largest cache, and forced line straddles."""
-    big = max(cfg["l2_size"], cfg["l1d_size"])
+    big = max(cfg.get("l3_size", 0), cfg["l2_size"], cfg["l1d_size"])
     span = min(big * rng.choice([2, 3, 4, 8]), 1 << 20)
     hot = max(cfg["l1d_size"] * 2, 256)
     line = cfg["l1d_line"]
@@ -182,7 +190,7 @@ def read_trace(path):
 
 
 def pycachesim_replay(recs, cfg):
-    """Replay the plugin's trace into pycachesim: L1I and L1D over one L2.
+    """Replay the plugin's trace into pycachesim: L1I and L1D over one L2 (over an L3).
     A write-back, write-allocate store is a read for ownership followed by the
     write (load + store: an LRU update on a store hit, a counted miss and a
     fill on a store miss); a write-through store is a plain store."""
@@ -191,12 +199,14 @@ def pycachesim_replay(recs, cfg):
     def cache(name, size, assoc, line, **kw):
         return Cache(name, size // (line * assoc), assoc, line, "LRU", **kw)
 
-    l2 = cache("L2", cfg["l2_size"], cfg["l2_assoc"], cfg["l2_line"]) if cfg["l2_size"] else None
+    l3 = cache("L3", cfg["l3_size"], cfg["l3_assoc"], cfg["l3_line"]) if cfg.get("l3_size") else None
+    l2 = (cache("L2", cfg["l2_size"], cfg["l2_assoc"], cfg["l2_line"], load_from=l3, store_to=l3)
+          if cfg["l2_size"] else None)
     wb = cfg["l1d_write"] == "wb"
     l1d = cache("L1D", cfg["l1d_size"], cfg["l1d_assoc"], cfg["l1d_line"], write_back=wb, write_allocate=wb,
                 load_from=l2, store_to=l2)
     l1i = cache("L1I", cfg["l1i_size"], cfg["l1i_assoc"], cfg["l1i_line"], load_from=l2, store_to=l2)
-    caches = {"l1i": l1i, "l1d": l1d, **({"l2": l2} if l2 else {})}
+    caches = {"l1i": l1i, "l1d": l1d, **({"l2": l2} if l2 else {}), **({"l3": l3} if l3 else {})}
 
     def snap():
         return {n: {k: getattr(c.backend, k) for k in STATS} for n, c in caches.items()}
@@ -232,14 +242,21 @@ def compare(model, pyc, cfg, where):
         assert d["writebacks"] == pyc["l1d"]["EVICT_count"], where
     else:
         assert (d["load_hits"], d["load_misses"]) == (pyc["l1d"]["HIT_count"], pyc["l1d"]["MISS_count"]), where
-    if cfg["l2_size"]:
-        l2 = model["l2"]
-        assert (l2["read_hits"], l2["read_misses"] + l2["write_misses"]) == (
-            pyc["l2"]["HIT_count"], pyc["l2"]["MISS_count"]), where
-        assert l2["write_hits"] + l2["write_misses"] == pyc["l2"]["STORE_count"], where
-        assert l2["writebacks"] == pyc["l2"]["EVICT_count"], where
-    else:
-        assert model["l2"] is None
+    for lvl in ("l2", "l3"):
+        if cfg.get(f"{lvl}_size"):
+            m = model[lvl]
+            assert (m["read_hits"], m["read_misses"] + m["write_misses"]) == (
+                pyc[lvl]["HIT_count"], pyc[lvl]["MISS_count"]), f"{lvl}: {where}"
+            assert m["write_hits"] + m["write_misses"] == pyc[lvl]["STORE_count"], f"{lvl}: {where}"
+            assert m["writebacks"] == pyc[lvl]["EVICT_count"], f"{lvl}: {where}"
+        else:
+            assert model[lvl] is None
+    # what reaches memory: the last level's dirty victims, or (write-through, no
+    # L2) every stored line
+    last = "l3" if cfg.get("l3_size") else "l2" if cfg["l2_size"] else "l1d"
+    to_memory = (d["store_hits"] + d["store_misses"] if last == "l1d" and cfg["l1d_write"] == "wt"
+                 else model[last]["writebacks"])
+    assert model["memory_writes_by_node"] == [to_memory], where
 
 
 @pytest.mark.parametrize("seed", range(24))
@@ -276,12 +293,15 @@ def test_cache_model_matches_pycachesim_exactly(seed, plugin, bins, tmp_path):
     assert region["l1d"]["misses"] > 0 and stats["total"]["l1i"]["misses"] > 0
     if cfg["l2_size"]:
         assert region["l2"]["read_misses"] > 0
+    if cfg["l3_size"]:
+        assert region["l3"]["read_misses"] > 0 and region["l3"]["read_hits"] + region["l3"]["write_hits"] > 0
 
 
 def test_cache_comparison_covers_both_write_policies_and_no_l2():
     configs = [draw_config(random.Random(1000 + s)) for s in range(24)]
     assert {c["l1d_write"] for c in configs} == {"wb", "wt"}
     assert any(c["l2_size"] == 0 for c in configs) and any(c["l2_size"] for c in configs)
+    assert sum(1 for c in configs if c["l3_size"]) >= 5  # three levels, more than a token
     assert any(c["l1d_assoc"] == 1 for c in configs)  # direct mapped
     assert any(c["l1d_size"] == c["l1d_line"] * c["l1d_assoc"] for c in configs)  # one set: fully associative
 
@@ -489,6 +509,34 @@ def test_sparc_prefetch_strong_and_weak(machine, plugin, bins, tmp_path):
     assert casx["locked"] == {"in_line": n, "split": 0}
 
 
+@pytest.mark.parametrize("arch", ["x86_64", "sparc64"])
+def test_fast_forward_models_nothing_before_the_first_region(arch, plugin, bins, tmp_path):
+    """fast_forward=1 (the guest lane's boot): nothing is counted before the first
+    region marker, the region itself has exactly the same instructions and
+    accesses (they do not depend on cache state), and its caches start cold."""
+    rng = random.Random(5)
+    cfg = dict(l1i_size=4096, l1i_assoc=2, l1i_line=64, l1d_size=4096, l1d_assoc=2, l1d_line=64, l1d_write="wb",
+               l2_size=0, l3_size=0)
+    span, ops = draw_ops(rng, cfg, n=2000)
+    if arch == "sparc64":  # SPARC traps misaligned accesses; big-endian
+        ops = [(o & ~(s - 1), s, st) for o, s, st in ops]
+    write_ops(tmp_path / "ops.bin", span, ops, order=">" if arch == "sparc64" else "<")
+    runs = {}
+    for ff in (0, 1):
+        _, stats, _ = run_model(plugin, arch, bins[f"replay.{arch}"], [tmp_path / "ops.bin"], {**cfg, "fast_forward": ff},
+                                tmp_path)
+        runs[ff] = stats
+    full, ff = runs[0], runs[1]
+    assert ff["options"]["fast_forward"] == 1
+    r0, r1 = full["regions"][0], ff["regions"][0]
+    assert r0["marked"] and r1["marked"]
+    assert r1["instructions"] == r0["instructions"]
+    assert r1["memory_accesses"] == r0["memory_accesses"] and r1["l1d"]["accesses"] == r0["l1d"]["accesses"]
+    assert r1["l1d"]["misses"] >= r0["l1d"]["misses"] and r1["l1i"]["misses"] >= r0["l1i"]["misses"]
+    # the start-up (loading the ops, libc) is not in the whole run any more
+    assert ff["total"]["instructions"] < full["total"]["instructions"] - 1000
+
+
 def test_without_markers_the_whole_run_is_one_region(plugin, bins, tmp_path):
     r = subprocess.run([str(bins["tlbwalk.x86_64"]), "mode=cycle", "pages=4", "reps=1"], capture_output=True,
                        text=True, timeout=60)
@@ -502,7 +550,7 @@ def test_without_markers_the_whole_run_is_one_region(plugin, bins, tmp_path):
     assert stats["roi_markers"] is False and len(stats["regions"]) == 1
     whole = dict(stats["regions"][0])
     assert whole.pop("marked") is False and whole.pop("closed_by") == "exit"
-    whole.pop("vcpu"), whole.pop("index")
+    whole.pop("vcpu"), whole.pop("index"), whole.pop("seq"), whole.pop("vcpu_node")
     assert whole == stats["total"]
 
 
@@ -526,9 +574,11 @@ def test_output_is_byte_identical_across_runs(plugin, bins, tmp_path):
 # ------------------------------------------------------------------ options
 
 CONTRACT = ("arch out cpi l1i_size l1i_assoc l1i_line l1i_lat l1d_size l1d_assoc l1d_line l1d_lat l1d_write "
-            "l2_size l2_assoc l2_line l2_lat mem_lat itlb_entries itlb_assoc dtlb_entries dtlb_assoc page tlb_miss "
+            "l2_size l2_assoc l2_line l2_lat l3_size l3_assoc l3_line l3_lat mem_lat "
+            "numa_nodes numa_lat numa_mem numa_cpus numa_interleave itlb_entries itlb_assoc dtlb_entries dtlb_assoc page tlb_miss "
             "stlb_entries stlb_assoc stlb_lat unaligned2 unaligned4 unaligned8 unaligned_penalty straddle_penalty "
-            "trap_cost lock_cost split_lock_cost prefetch prefetch_trap nwindows window_trap").split()
+            "trap_cost lock_cost split_lock_cost prefetch prefetch_trap nwindows window_trap trap_table "
+            "fast_forward").split()
 
 
 @pytest.mark.parametrize("opt,words", [
@@ -548,6 +598,15 @@ CONTRACT = ("arch out cpi l1i_size l1i_assoc l1i_line l1i_lat l1d_size l1d_assoc
     ("nwindows=8", ["nwindows=8", "sparc64"]),
     ("arch=sparc64", ["arch=sparc64", "x86_64"]),
     ("lock_cost=many", ["lock_cost=many", "integer"]),
+    ("l3_size=1048576,l3_assoc=16,l3_line=64,l3_lat=30,l2_size=0", ["l3_size=1048576", "needs an L2"]),
+    ("l2_size=65536,l2_line=64,l3_size=1048576,l3_line=32", ["l3_line=32", "l2_line=64"]),
+    ("numa_nodes=2,numa_lat=200:300:300", ["numa_lat has 3 values", "needs 4"]),
+    ("numa_nodes=9", ["numa_nodes=9", "1 to 8"]),
+    ("numa_nodes=2,numa_cpus=0:2", ["numa_cpus", "node 2"]),
+    ("numa_nodes=2,numa_mem=1024", ["numa_mem has 1 values"]),
+    ("numa_interleave=48", ["numa_interleave=48", "power of two"]),
+    ("trap_table=4325376", ["trap_table=4325376", "sparc64"]),  # right address, wrong arch (x86_64)
+    ("fast_forward=2", ["fast_forward=2", "first region marker"]),
 ])
 def test_bad_options_fail_fast_naming_the_option(opt, words, plugin, bins, tmp_path):
     spec = f"{plugin},{opt}"
@@ -564,11 +623,14 @@ def test_every_contract_option_is_accepted(plugin, bins, tmp_path):
                 l2_lat=12, mem_lat=150, itlb_entries=32, itlb_assoc=0, dtlb_entries=64, dtlb_assoc=4, page=4096,
                 tlb_miss=40, stlb_entries=512, stlb_assoc=4, stlb_lat=7, unaligned2="hw", unaligned4="trap",
                 unaligned8="trap", unaligned_penalty=3, straddle_penalty=4, trap_cost=900, lock_cost=18,
-                split_lock_cost=1200, prefetch="strong", prefetch_trap=700, nwindows=0, window_trap=80)
+                split_lock_cost=1200, prefetch="strong", prefetch_trap=700, nwindows=0, window_trap=80,
+                l3_size=1048576, l3_assoc=16, l3_line=64, l3_lat=30, numa_nodes=2, numa_lat="150:210:210:150",
+                numa_mem="1073741824:1073741824", numa_cpus="1", numa_interleave=0, trap_table=0, fast_forward=0)
     assert sorted(opts) == sorted(set(CONTRACT) - {"out"})
     _, stats, _ = run_model(plugin, "x86_64", bins["tlbwalk.x86_64"], ["pages=4"], opts, tmp_path)
     o = stats["options"]
-    for k, v in dict(opts, itlb_assoc=32).items():  # assoc 0 = fully associative, echoed as the way count
+    lists = dict(numa_lat=[[150, 210], [210, 150]], numa_mem=[1 << 30, 1 << 30], numa_cpus=[1])
+    for k, v in dict(opts, itlb_assoc=32, **lists).items():  # assoc 0 = fully associative, echoed as the way count
         assert o[k] == v, k
     r = stats["regions"][0]
     assert r["cycles"] == sum(r["cycles_breakdown"].values())
@@ -580,3 +642,36 @@ def test_build_is_cached_and_prints_the_path(plugin):
     assert r.returncode == 0 and r.stdout.strip() == str(plugin) and r.stderr == ""
     assert plugin.parent.name == plugin.parent.name.lower() and len(plugin.parent.name) == 64
     assert shutil.which("qemu-x86_64") and shutil.which("qemu-sparc64")
+
+
+# ------------------------------------------------------------------ NUMA
+
+@pytest.mark.parametrize("cpu_node", [0, 1])
+def test_numa_charges_the_latency_matrix_by_node(cpu_node, plugin, bins, tmp_path):
+    """Lines interleaved over two nodes (user mode has no physical addresses:
+    the node of a line is (address / 64) % 2): every read that reaches memory
+    is counted on its node and charged numa_lat[vCPU node][that node]."""
+    rng = random.Random(77)
+    cfg = dict(l1i_size=4096, l1i_assoc=2, l1i_line=64, l1d_size=4096, l1d_assoc=2, l1d_line=64, l1d_write="wb",
+               l2_size=0, l3_size=0)
+    span, ops = draw_ops(rng, dict(cfg, l2_size=0), n=2000)
+    write_ops(tmp_path / "ops.bin", span, ops)
+    lat = [[100, 300], [300, 100]]
+    numa = dict(numa_nodes=2, numa_lat="100:300:300:100", numa_interleave=64, numa_cpus=str(cpu_node), mem_lat=100)
+    _, stats, _ = run_model(plugin, "x86_64", bins["replay.x86_64"], [tmp_path / "ops.bin"], {**cfg, **numa},
+                            tmp_path)
+    r = stats["regions"][0]
+    n0, n1 = r["memory_reads_by_node"]
+    assert r["vcpu_node"] == cpu_node
+    # with no L2 every L1 read miss (loads, write-allocate fills, fetches) is a memory read
+    assert n0 + n1 == r["l1d"]["misses"] + r["l1i"]["misses"]
+    assert n0 > 100 and n1 > 100  # interleaving put lines on both nodes
+    assert r["memory_read_cycles"] == n0 * lat[cpu_node][0] + n1 * lat[cpu_node][1]
+    w0, w1 = r["memory_writes_by_node"]  # dirty L1D victims, on the node of their line
+    assert w0 + w1 == r["l1d"]["writebacks"] and w0 > 10 and w1 > 10
+    # the same stream on one node at mem_lat: the matrix is what changed the cycles
+    _, flat, _ = run_model(plugin, "x86_64", bins["replay.x86_64"], [tmp_path / "ops.bin"], {**cfg, "mem_lat": 100},
+                           tmp_path)
+    f = flat["regions"][0]
+    assert f["memory_reads_by_node"] == [n0 + n1]
+    assert r["cycles"] - f["cycles"] == (n1 if cpu_node == 0 else n0) * 200

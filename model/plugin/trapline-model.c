@@ -71,6 +71,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 
 #define MAX_VCPUS 1024
 #define MAX_REGIONS 100000
+#define MAX_NODES 8
 #define INVALID_TAG UINT64_MAX
 
 /* ------------------------------------------------------------ markers */
@@ -110,15 +111,28 @@ typedef struct {
     uint64_t l1d_size, l1d_assoc, l1d_line, l1d_lat;
     int l1d_wt; /* 0 = wb (write-back, write-allocate), 1 = wt (write-through, no-write-allocate) */
     uint64_t l2_size, l2_assoc, l2_line, l2_lat;
+    uint64_t l3_size, l3_assoc, l3_line, l3_lat;
     uint64_t mem_lat;
+    /* NUMA: nodes, latency matrix (cycles, [vCPU node][memory node]), the
+     * bytes of guest-physical memory on each node (in order from address 0),
+     * the node of each vCPU, and line interleaving (0 = off) */
+    uint64_t numa_nodes;
+    uint64_t numa_lat[MAX_NODES][MAX_NODES];
+    uint64_t numa_mem[MAX_NODES];
+    uint64_t numa_cpus[MAX_NODES * 8];
+    unsigned n_numa_cpus;
+    uint64_t numa_interleave;
     uint64_t itlb_entries, itlb_assoc, dtlb_entries, dtlb_assoc, page, tlb_miss;
     uint64_t stlb_entries, stlb_assoc, stlb_lat;
     int unaligned[9]; /* indexed by width 2, 4, 8 */
-    uint64_t unaligned_penalty, straddle_penalty, trap_cost;
+    double unaligned_penalty, straddle_penalty; /* cycles, may be fractional (measured averages) */
+    uint64_t trap_cost;
     uint64_t lock_cost, split_lock_cost;
     int prefetch_strong; /* prefetch=strong: a strong prefetch that misses the TLB walks or traps */
     uint64_t prefetch_trap;
     uint64_t nwindows, window_trap;
+    uint64_t trap_table; /* system mode, sparc64: the guest kernel's TL0 trap table (TBA), 0 = not given */
+    uint64_t fast_forward; /* 1: model nothing until the first region marker (a guest's boot) */
 } Config;
 
 static Config cfg;
@@ -129,12 +143,14 @@ static const char *const option_names[] = {
     "arch", "out", "cpi",
     "l1i_size", "l1i_assoc", "l1i_line", "l1i_lat",
     "l1d_size", "l1d_assoc", "l1d_line", "l1d_lat", "l1d_write",
-    "l2_size", "l2_assoc", "l2_line", "l2_lat", "mem_lat",
+    "l2_size", "l2_assoc", "l2_line", "l2_lat",
+    "l3_size", "l3_assoc", "l3_line", "l3_lat", "mem_lat",
+    "numa_nodes", "numa_lat", "numa_mem", "numa_cpus", "numa_interleave",
     "itlb_entries", "itlb_assoc", "dtlb_entries", "dtlb_assoc", "page", "tlb_miss",
     "stlb_entries", "stlb_assoc", "stlb_lat",
     "unaligned2", "unaligned4", "unaligned8", "unaligned_penalty", "straddle_penalty",
     "trap_cost", "lock_cost", "split_lock_cost",
-    "prefetch", "prefetch_trap", "nwindows", "window_trap",
+    "prefetch", "prefetch_trap", "nwindows", "window_trap", "trap_table", "fast_forward",
     "trace",
     NULL,
 };
@@ -147,7 +163,9 @@ static void set_defaults(void)
     cfg.l1d_size = 32768, cfg.l1d_assoc = 8, cfg.l1d_line = 64, cfg.l1d_lat = 4;
     cfg.l1d_wt = 0;
     cfg.l2_size = 1048576, cfg.l2_assoc = 16, cfg.l2_line = 64, cfg.l2_lat = 14;
+    cfg.l3_size = 0, cfg.l3_assoc = 16, cfg.l3_line = 64, cfg.l3_lat = 40;
     cfg.mem_lat = 200;
+    cfg.numa_nodes = 1, cfg.numa_interleave = 0;
     cfg.itlb_entries = 64, cfg.itlb_assoc = 8, cfg.dtlb_entries = 64, cfg.dtlb_assoc = 4;
     cfg.page = 4096, cfg.tlb_miss = 30;
     cfg.stlb_entries = 0, cfg.stlb_assoc = 0, cfg.stlb_lat = 0;
@@ -198,6 +216,26 @@ static unsigned log2u(uint64_t x)
     return 63 - __builtin_clzll(x);
 }
 
+/* a colon-separated list of non-negative integers ("90:120:120:90") */
+static unsigned numa_lat_n, numa_mem_n;
+static int parse_list(const char *key, const char *val, uint64_t *out, unsigned max, unsigned *n)
+{
+    char buf[1024];
+    if (strlen(val) >= sizeof buf)
+        return fail("%s= is too long", key);
+    strcpy(buf, val);
+    *n = 0;
+    for (char *tok = strtok(buf, ":"); tok; tok = strtok(NULL, ":")) {
+        if (*n == max)
+            return fail("%s=%s has more than %u values", key, val, max);
+        if (parse_u64(key, tok, &out[(*n)++]))
+            return -1;
+    }
+    if (!*n)
+        return fail("%s= needs colon-separated integers, e.g. %s=90:120:120:90", key, key);
+    return 0;
+}
+
 static int parse_option(const char *opt)
 {
     const char *eq = strchr(opt, '=');
@@ -218,11 +256,25 @@ static int parse_option(const char *opt)
     U64(l1i_size) U64(l1i_assoc) U64(l1i_line) U64(l1i_lat)
     U64(l1d_size) U64(l1d_assoc) U64(l1d_line) U64(l1d_lat)
     U64(l2_size) U64(l2_assoc) U64(l2_line) U64(l2_lat) U64(mem_lat)
+    U64(l3_size) U64(l3_assoc) U64(l3_line) U64(l3_lat) U64(numa_interleave)
     U64(itlb_entries) U64(itlb_assoc) U64(dtlb_entries) U64(dtlb_assoc) U64(page) U64(tlb_miss)
     U64(stlb_entries) U64(stlb_assoc) U64(stlb_lat)
-    U64(unaligned_penalty) U64(straddle_penalty) U64(trap_cost)
+    U64(trap_cost) U64(trap_table) U64(fast_forward)
     U64(lock_cost) U64(split_lock_cost) U64(prefetch_trap) U64(window_trap)
 #undef U64
+    if (!strcmp(key, "numa_nodes")) {
+        if (parse_u64(key, val, &cfg.numa_nodes))
+            return -1;
+        if (cfg.numa_nodes < 1 || cfg.numa_nodes > MAX_NODES)
+            return fail("numa_nodes=%s is not valid: 1 to %d nodes", val, MAX_NODES);
+        return 0;
+    }
+    if (!strcmp(key, "numa_lat"))
+        return parse_list(key, val, &cfg.numa_lat[0][0], MAX_NODES * MAX_NODES, &numa_lat_n);
+    if (!strcmp(key, "numa_mem"))
+        return parse_list(key, val, cfg.numa_mem, MAX_NODES, &numa_mem_n);
+    if (!strcmp(key, "numa_cpus"))
+        return parse_list(key, val, cfg.numa_cpus, MAX_NODES * 8, &cfg.n_numa_cpus);
     if (!strcmp(key, "nwindows")) {
         nwindows_given = true;
         return parse_u64(key, val, &cfg.nwindows);
@@ -248,6 +300,15 @@ static int parse_option(const char *opt)
             return fail("trace= needs a file name");
         free(cfg.trace);
         cfg.trace = strdup(val);
+        return 0;
+    }
+    if (!strcmp(key, "unaligned_penalty") || !strcmp(key, "straddle_penalty")) {
+        char *end;
+        errno = 0;
+        double d = strtod(val, &end);
+        if (errno || end == val || *end || !(d >= 0) || !isfinite(d))
+            return fail("%s=%s is not a number of cycles of at least 0 (fractions allowed)", key, val);
+        *(key[0] == 'u' ? &cfg.unaligned_penalty : &cfg.straddle_penalty) = d;
         return 0;
     }
     if (!strcmp(key, "cpi")) {
@@ -348,6 +409,46 @@ static int validate(void)
     } else if (cfg.mem_lat < cfg.l1i_lat || cfg.mem_lat < cfg.l1d_lat) {
         return fail("mem_lat=%" PRIu64 " is below an L1 hit latency (l1i_lat, l1d_lat)", cfg.mem_lat);
     }
+    if (cfg.l3_size) {
+        if (!cfg.l2_size)
+            return fail("l3_size=%" PRIu64 " needs an L2 above it (l2_size=0)", cfg.l3_size);
+        if (check_geometry("l3_size", cfg.l3_size, "l3_assoc", &cfg.l3_assoc, "l3_line", cfg.l3_line, false))
+            return -1;
+        if (cfg.l3_line < cfg.l2_line)
+            return fail("l3_line=%" PRIu64 " is smaller than l2_line=%" PRIu64 ": line sizes may only grow towards "
+                        "memory", cfg.l3_line, cfg.l2_line);
+        if (cfg.l3_lat < cfg.l2_lat || cfg.mem_lat < cfg.l3_lat)
+            return fail("l3_lat=%" PRIu64 " must lie between l2_lat=%" PRIu64 " and mem_lat=%" PRIu64
+                        ": latencies are load-to-use cycles", cfg.l3_lat, cfg.l2_lat, cfg.mem_lat);
+    }
+    uint64_t n = cfg.numa_nodes;
+    if (numa_lat_n == 0) { /* one latency for every node: mem_lat */
+        for (uint64_t i = 0; i < n; i++)
+            for (uint64_t j = 0; j < n; j++)
+                cfg.numa_lat[i][j] = cfg.mem_lat;
+    } else {
+        if (numa_lat_n != n * n)
+            return fail("numa_lat has %u values; numa_nodes=%" PRIu64 " needs %" PRIu64 " (row-major, [vCPU node]"
+                        "[memory node], in cycles)", numa_lat_n, n, n * n);
+        uint64_t flat[MAX_NODES * MAX_NODES];
+        memcpy(flat, cfg.numa_lat, sizeof flat);
+        for (uint64_t i = 0; i < n; i++)
+            for (uint64_t j = 0; j < n; j++) {
+                cfg.numa_lat[i][j] = flat[i * n + j];
+                uint64_t above = cfg.l3_size ? cfg.l3_lat : cfg.l2_size ? cfg.l2_lat : cfg.l1d_lat;
+                if (cfg.numa_lat[i][j] < above)
+                    return fail("numa_lat[%" PRIu64 "][%" PRIu64 "]=%" PRIu64 " is below the last cache level's "
+                                "latency (%" PRIu64 ")", i, j, cfg.numa_lat[i][j], above);
+            }
+    }
+    if (numa_mem_n && numa_mem_n != n)
+        return fail("numa_mem has %u values; numa_nodes=%" PRIu64 " needs one size in bytes per node", numa_mem_n, n);
+    for (unsigned i = 0; i < cfg.n_numa_cpus; i++)
+        if (cfg.numa_cpus[i] >= n)
+            return fail("numa_cpus: vCPU %u is on node %" PRIu64 ", but numa_nodes=%" PRIu64, i, cfg.numa_cpus[i], n);
+    if (cfg.numa_interleave && (!is_pow2(cfg.numa_interleave) || cfg.numa_interleave < 64))
+        return fail("numa_interleave=%" PRIu64 " must be 0 (off) or a power of two of at least 64 bytes",
+                    cfg.numa_interleave);
     if (!is_pow2(cfg.page) || cfg.page < 256 || cfg.page > (1ull << 30))
         return fail("page=%" PRIu64 " must be a power of two between 256 and 1073741824 bytes", cfg.page);
     if (cfg.page < cfg.l1d_line || cfg.page < cfg.l1i_line)
@@ -359,6 +460,12 @@ static int validate(void)
         if (check_geometry("stlb_entries", cfg.stlb_entries, "stlb_assoc", &cfg.stlb_assoc, NULL, 1, true))
             return -1;
     } /* stlb_entries=0: no second-level TLB; stlb_assoc and stlb_lat are unused */
+    if (cfg.fast_forward > 1)
+        return fail("fast_forward=%" PRIu64 " is not valid: 0 (model everything) or 1 (nothing until the first "
+                    "region marker)", cfg.fast_forward);
+    if (cfg.trap_table && (cfg.arch != ARCH_SPARC64 || (cfg.trap_table & 0x7fff)))
+        return fail("trap_table=%" PRIu64 " is not valid: the address of a sparc64 guest kernel's trap table "
+                    "(TBA: a multiple of 32768; arch=sparc64 only)", cfg.trap_table);
     if (cfg.arch == ARCH_SPARC64) {
         if (!nwindows_given)
             cfg.nwindows = 8;
@@ -384,6 +491,13 @@ typedef struct {
     uint64_t l1d_load_hits, l1d_load_misses, l1d_store_hits, l1d_store_misses, l1d_writebacks;
     uint64_t l1d_rmiss_l2hit; /* L1D read misses (loads, wb store fills) served by an L2 hit */
     uint64_t l2_read_hits, l2_read_misses, l2_write_hits, l2_write_misses, l2_writebacks;
+    uint64_t l1i_miss_l3hit, l1d_rmiss_l3hit; /* L1 misses served by an L3 hit */
+    uint64_t l3_read_hits, l3_read_misses, l3_write_hits, l3_write_misses, l3_writebacks;
+    uint64_t mem_reads[MAX_NODES]; /* reads that reached memory, by the node of the memory */
+    uint64_t mem_writes[MAX_NODES]; /* writes that reached memory (dirty last-level victims, write-through
+                                     * stores without an L2), by node: counted, not charged */
+    uint64_t mem_cycles_i, mem_cycles_d; /* their latencies, numa_lat[vCPU node][memory node] */
+    uint64_t io_accesses;          /* system mode: device accesses, not cached */
     uint64_t itlb_accesses, itlb_misses, dtlb_accesses, dtlb_misses, stlb_hits, stlb_misses;
     uint64_t loads, stores;
     uint64_t straddles, unaligned_hw, unaligned_trap;
@@ -391,6 +505,8 @@ typedef struct {
     uint64_t pf_issued, pf_dropped, pf_trapped, pf_unknown;
     uint64_t win_spills, win_fills;
     uint64_t other_faults;
+    uint64_t exceptions[8]; /* system mode: ARM entries by vector (0x00 reset .. 0x1c FIQ) / 4;
+                             * sparc64 trap-table entries by kind (enum trap_kind) */
 } Counters;
 
 #define NCOUNTERS (sizeof(Counters) / sizeof(uint64_t))
@@ -499,11 +615,14 @@ typedef struct {
     Counters *regions;  /* closed regions */
     uint8_t *closed_by; /* 0 marker, 1 next begin, 2 exit */
     size_t n_regions, cap_regions;
+    uint64_t *seq;      /* each closed region's place among all vCPUs' regions (begin order) */
+    uint64_t open_seq;
+    unsigned node;      /* the NUMA node of this vCPU */
     Counters overflow;  /* regions beyond MAX_REGIONS, summed */
     uint64_t n_overflow;
     uint64_t unmatched_ends;
 
-    Array l1i, l1d, l2, itlb, dtlb, stlb;
+    Array l1i, l1d, l2, l3, itlb, dtlb, stlb;
 
     /* SPARC register windows */
     uint64_t cansave, canrestore;
@@ -520,12 +639,23 @@ typedef struct {
 static VCpu *vcpus[MAX_VCPUS];
 static pthread_mutex_t vcpu_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static bool have_l2, have_stlb;
+static bool have_l2, have_l3, have_stlb;
+static uint64_t region_seq; /* regions begun so far, all vCPUs (atomic) */
+/* System mode: caches are indexed by guest-physical address, except that
+ * instruction fetches keep their virtual line (plugin API 1 gives no
+ * physical address for a fetch); this bit keeps those lines apart from
+ * data lines in the unified levels. */
+#define ITAG (1ull << 62)
+static uint64_t itag;
 static const bool have_itlb = true, have_dtlb = true;
-static unsigned l1i_shift, l1d_shift, l2_shift, page_shift;
+static unsigned l1i_shift, l1d_shift, l2_shift, l3_shift, page_shift;
 static uint64_t l1d_line_mask;
 static bool audit_faults;
 static bool system_mode;
+/* fast_forward=1: false until some vCPU begins a region; until then every
+ * callback returns at once (no counts, no cache or TLB state: they start cold
+ * at the first region) */
+static bool modelling = true;
 static const char *target_name = "";
 
 static FILE *trace_fp;
@@ -544,6 +674,9 @@ static void vcpu_init(qemu_plugin_id_t id, unsigned int vi)
         array_init(&v->l1d, cfg.l1d_size / cfg.l1d_line, cfg.l1d_assoc, l1d_shift);
         if (have_l2)
             array_init(&v->l2, cfg.l2_size / cfg.l2_line, cfg.l2_assoc, l2_shift);
+        if (have_l3)
+            array_init(&v->l3, cfg.l3_size / cfg.l3_line, cfg.l3_assoc, l3_shift);
+        v->node = vi < cfg.n_numa_cpus ? (unsigned)cfg.numa_cpus[vi] : vi % (unsigned)cfg.numa_nodes;
         array_init(&v->itlb, cfg.itlb_entries, cfg.itlb_assoc, page_shift);
         array_init(&v->dtlb, cfg.dtlb_entries, cfg.dtlb_assoc, page_shift);
         if (have_stlb)
@@ -558,20 +691,101 @@ static void vcpu_init(qemu_plugin_id_t id, unsigned int vi)
 
 /* ------------------------------------------------------------ the model */
 
-/* L2 read of an L1 line (line number in L1 units, shift = that L1's). */
-static inline int l2_read(VCpu *v, uint64_t addr)
+/* The NUMA node holding addr (a guest-physical address in system mode). */
+static inline unsigned node_of(const VCpu *v, uint64_t addr)
+{
+    if (cfg.numa_nodes == 1)
+        return 0;
+    if (addr & itag) /* an instruction fetch in system mode: taken as local */
+        return v->node;
+    if (cfg.numa_interleave)
+        return (unsigned)((addr / cfg.numa_interleave) % cfg.numa_nodes);
+    if (!system_mode || !numa_mem_n) /* user mode: the vCPU's own memory */
+        return v->node;
+    uint64_t end = 0;
+    for (unsigned k = 0; k < cfg.numa_nodes; k++) {
+        end += cfg.numa_mem[k];
+        if (addr < end)
+            return k;
+    }
+    return v->node; /* above the memory described (not RAM) */
+}
+
+/* A read that reached memory: charged numa_lat[vCPU node][memory node]. */
+static inline void mem_read(VCpu *v, uint64_t addr, bool ifetch)
+{
+    unsigned k = node_of(v, addr);
+    v->c.mem_reads[k]++;
+    if (ifetch)
+        v->c.mem_cycles_i += cfg.numa_lat[v->node][k];
+    else
+        v->c.mem_cycles_d += cfg.numa_lat[v->node][k];
+}
+
+/* A write that reached memory (a dirty victim of the last level, or a
+ * write-through store without an L2): counted by node, never waited for. */
+static inline void mem_write(VCpu *v, uint64_t addr)
+{
+    v->c.mem_writes[node_of(v, addr)]++;
+}
+
+/* A write into the last level (hit: dirty, recency unchanged; miss:
+ * allocate, dirty); returns the dirty victim (or INVALID_TAG). */
+static inline uint64_t lower_write(Array *a, uint64_t k, uint64_t *hits, uint64_t *misses)
+{
+    uint64_t *p = array_find(a, k);
+    if (p) {
+        *p |= 1;
+        (*hits)++;
+        return INVALID_TAG;
+    }
+    uint64_t victim = INVALID_TAG;
+    array_read(a, k, &victim);
+    array_mru(a, k)[0] |= 1;
+    (*misses)++;
+    return victim != INVALID_TAG && (victim & 1) ? victim : INVALID_TAG;
+}
+
+static inline void l3_write(VCpu *v, uint64_t addr)
+{
+    uint64_t victim = lower_write(&v->l3, addr >> l3_shift, &v->c.l3_write_hits, &v->c.l3_write_misses);
+    if (victim != INVALID_TAG) {
+        v->c.l3_writebacks++;
+        mem_write(v, (victim >> 1) << l3_shift);
+    }
+}
+
+/* An L3 read (an L2 miss, or the fill of an L2 write-allocate): 1 on a hit. */
+static inline int l3_read(VCpu *v, uint64_t addr)
 {
     uint64_t victim = INVALID_TAG;
-    if (array_read(&v->l2, addr >> l2_shift, &victim)) {
-        v->c.l2_read_hits++;
+    if (array_read(&v->l3, addr >> l3_shift, &victim)) {
+        v->c.l3_read_hits++;
         return 1;
     }
-    v->c.l2_read_misses++;
-    if (victim != INVALID_TAG && (victim & 1))
-        v->c.l2_writebacks++;
+    v->c.l3_read_misses++;
+    if (victim != INVALID_TAG && (victim & 1)) {
+        v->c.l3_writebacks++;
+        mem_write(v, (victim >> 1) << l3_shift);
+    }
     return 0;
 }
 
+/* An L2 victim: a dirty one is written to the L3, or to memory. */
+static inline void l2_evicted(VCpu *v, uint64_t victim)
+{
+    if (victim == INVALID_TAG || !(victim & 1))
+        return;
+    v->c.l2_writebacks++;
+    if (have_l3)
+        l3_write(v, (victim >> 1) << l2_shift);
+    else
+        mem_write(v, (victim >> 1) << l2_shift);
+}
+
+/* A write into the L2 (an L1 write-back, or a write-through store): a miss
+ * allocates the line, filled from the L3 (not charged: no load waits for
+ * it), and then writes the L2's dirty victim to the L3. */
 static inline void l2_write(VCpu *v, uint64_t addr)
 {
     uint64_t k = addr >> l2_shift;
@@ -585,8 +799,33 @@ static inline void l2_write(VCpu *v, uint64_t addr)
     array_read(&v->l2, k, &victim);
     array_mru(&v->l2, k)[0] |= 1;
     v->c.l2_write_misses++;
-    if (victim != INVALID_TAG && (victim & 1))
-        v->c.l2_writebacks++;
+    if (have_l3)
+        l3_read(v, addr);
+    l2_evicted(v, victim);
+}
+
+/* A read below the L1s (an L1 miss of the line at addr): returns the level
+ * that served it, 2 (L2), 3 (L3) or 0 (memory). A dirty victim is written
+ * to the level below after the fill (pycachesim's order). */
+static inline int lower_read(VCpu *v, uint64_t addr, bool ifetch)
+{
+    uint64_t victim = INVALID_TAG;
+    if (!have_l2) {
+        mem_read(v, addr, ifetch);
+        return 0;
+    }
+    if (array_read(&v->l2, addr >> l2_shift, &victim)) {
+        v->c.l2_read_hits++;
+        return 2;
+    }
+    v->c.l2_read_misses++;
+    int lvl = 0;
+    if (have_l3 && l3_read(v, addr))
+        lvl = 3;
+    else
+        mem_read(v, addr, ifetch);
+    l2_evicted(v, victim);
+    return lvl;
 }
 
 static inline void tlb_access(VCpu *v, Array *t, uint64_t vpn, uint64_t *miss)
@@ -610,12 +849,17 @@ static inline int l1d_read(VCpu *v, uint64_t line)
     uint64_t victim = INVALID_TAG;
     if (LIKELY(array_read(&v->l1d, line, &victim)))
         return 1;
-    if (have_l2 && l2_read(v, line << l1d_shift))
+    int lvl = lower_read(v, line << l1d_shift, false);
+    if (lvl == 2)
         v->c.l1d_rmiss_l2hit++;
+    else if (lvl == 3)
+        v->c.l1d_rmiss_l3hit++;
     if (victim != INVALID_TAG && (victim & 1)) {
         v->c.l1d_writebacks++;
         if (have_l2)
             l2_write(v, (victim >> 1) << l1d_shift);
+        else
+            mem_write(v, (victim >> 1) << l1d_shift);
     }
     return 0;
 }
@@ -628,8 +872,11 @@ static inline void l1i_fetch_line(VCpu *v, uint64_t line)
         return;
     }
     v->c.l1i_misses++;
-    if (have_l2 && l2_read(v, line << l1i_shift))
+    int lvl = lower_read(v, (line << l1i_shift) | itag, true);
+    if (lvl == 2)
         v->c.l1i_miss_l2hit++;
+    else if (lvl == 3)
+        v->c.l1i_miss_l3hit++;
 }
 
 static void trace_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -643,8 +890,10 @@ static void trace_line(const char *fmt, ...)
     va_end(ap);
 }
 
-/* One data access of size bytes at vaddr. */
-static inline void data_access(VCpu *v, uint64_t vaddr, unsigned size, bool store, bool locked, bool load_part)
+/* One data access of size bytes at vaddr (guest-physical paddr: the caches'
+ * index in system mode; paddr == vaddr in user mode). */
+static inline void data_access(VCpu *v, uint64_t vaddr, uint64_t paddr, unsigned size, bool store, bool locked,
+                               bool load_part)
 {
     uint64_t last = vaddr + size - 1;
 
@@ -664,8 +913,8 @@ static inline void data_access(VCpu *v, uint64_t vaddr, unsigned size, bool stor
         else
             v->c.unaligned_hw++;
     }
-    uint64_t l0 = vaddr >> l1d_shift, l1 = last >> l1d_shift;
-    bool straddle = l0 != l1;
+    uint64_t l0 = paddr >> l1d_shift, l1 = (paddr + size - 1) >> l1d_shift;
+    bool straddle = (vaddr >> l1d_shift) != (last >> l1d_shift);
     if (UNLIKELY(straddle))
         v->c.straddles++;
     if (UNLIKELY(locked) && load_part) {
@@ -716,6 +965,8 @@ static inline void data_access(VCpu *v, uint64_t vaddr, unsigned size, bool stor
             v->c.l1d_store_misses++;
         if (have_l2)
             l2_write(v, l << l1d_shift);
+        else
+            mem_write(v, l << l1d_shift);
     }
 }
 
@@ -730,7 +981,35 @@ enum special {
     SP_FLUSHW,
     SP_PREFETCH,
     SP_PROGRESS, /* the instruction after a window instruction: it completed */
+    SP_EXCEPTION, /* system mode: the first instruction of an ARM exception vector or a SPARC trap-table
+                   * entry; its kind is InsnDesc.entry */
 };
+
+/* sparc64 trap-table entries, by kind (SPARC V9 table 7-1 trap types) */
+enum trap_kind { TK_UNALIGNED, TK_SPILL, TK_FILL, TK_CLEAN_WINDOW, TK_MMU_MISS, TK_TRAP_INSN, TK_INTERRUPT, TK_OTHER };
+static const char *const trap_kind_name[] = {"unaligned", "spill", "fill", "clean_window", "mmu_miss",
+                                             "trap_instruction", "interrupt", "other"};
+
+/* The kind of the trap whose entry is slot tt of the table, or -1 for a slot
+ * that is the continuation of the entry before it: clean_window (0x024), the
+ * MMU miss and protection handlers (0x064-0x06f) and the spill and fill
+ * handlers (0x080-0x0ff) take four slots each, so only every fourth slot is
+ * an entry (SPARC V9 7.7, table 7-1). */
+static int sparc_trap_kind(unsigned tt)
+{
+    if ((tt >= 0x024 && tt <= 0x027) || (tt >= 0x064 && tt <= 0x06f) || (tt >= 0x080 && tt <= 0x0ff)) {
+        if (tt & 3)
+            return -1;
+        return tt >= 0x0c0 ? TK_FILL : tt >= 0x080 ? TK_SPILL : tt >= 0x064 ? TK_MMU_MISS : TK_CLEAN_WINDOW;
+    }
+    if (tt >= 0x034 && tt <= 0x036) /* mem_address_not_aligned, LDDF_, STDF_ */
+        return TK_UNALIGNED;
+    if (tt >= 0x100 && tt <= 0x17f) /* Tcc: trap instructions (Linux system calls) */
+        return TK_TRAP_INSN;
+    if ((tt >= 0x041 && tt <= 0x04f) || tt == 0x060) /* interrupt_level_n, interrupt_vector */
+        return TK_INTERRUPT;
+    return TK_OTHER;
+}
 
 struct TBDesc;
 
@@ -742,6 +1021,7 @@ typedef struct InsnDesc {
     uint8_t pf_strong;  /* prefetch: the instruction asks for a strong prefetch */
     uint8_t pf_known;   /* prefetch: address known at translation time */
     uint8_t tail;       /* counted and fetched by its own exec callback (see build_desc) */
+    uint8_t entry;      /* SP_EXCEPTION: ARM vector / 4, or sparc64 enum trap_kind */
     uint16_t idx;       /* index in the block */
     uint16_t n_after;   /* instructions after this one counted at block entry */
     uint64_t pf_addr;
@@ -922,10 +1202,12 @@ static void region_close(VCpu *v, const Counters *now, uint8_t why)
             v->cap_regions = v->cap_regions ? 2 * v->cap_regions : 16;
             v->regions = realloc(v->regions, v->cap_regions * sizeof *v->regions);
             v->closed_by = realloc(v->closed_by, v->cap_regions);
-            if (!v->regions || !v->closed_by)
+            v->seq = realloc(v->seq, v->cap_regions * sizeof *v->seq);
+            if (!v->regions || !v->closed_by || !v->seq)
                 abort();
         }
         v->regions[v->n_regions] = r;
+        v->seq[v->n_regions] = v->open_seq;
         v->closed_by[v->n_regions] = why;
         v->n_regions++;
     }
@@ -1082,6 +1364,13 @@ static void special_exec(unsigned int vi, void *ud)
 {
     VCpu *v = vcpus[vi];
     const InsnDesc *d = ud;
+    if (UNLIKELY(!__atomic_load_n(&modelling, __ATOMIC_RELAXED))) {
+        if (d->special != SP_ROI_BEGIN)
+            return;
+        /* the first region: from here on everything is modelled; the rest of
+         * this block is counted by the region's start (n_after), not fetched */
+        __atomic_store_n(&modelling, true, __ATOMIC_RELAXED);
+    }
     if (audit_faults)
         audit_progress(v, d->idx);
     if (UNLIKELY(d->tail))
@@ -1092,6 +1381,9 @@ static void special_exec(unsigned int vi, void *ud)
     case SP_FLUSHW:
         v->pending = d->idx;
         v->pending_op = d->special;
+        break;
+    case SP_EXCEPTION:
+        v->c.exceptions[d->entry & 7]++;
         break;
     case SP_PREFETCH:
         prefetch_exec(v, d);
@@ -1104,6 +1396,7 @@ static void special_exec(unsigned int vi, void *ud)
             region_close(v, &now, 1);
         v->snap = now;
         v->open = true;
+        v->open_seq = __atomic_fetch_add(&region_seq, 1, __ATOMIC_RELAXED);
         if (UNLIKELY(trace_fp))
             trace_line("B\n");
         break;
@@ -1129,6 +1422,8 @@ static void tb_exec(unsigned int vi, void *ud)
     VCpu *v = vcpus[vi];
     const TBDesc *t = ud;
 
+    if (UNLIKELY(!__atomic_load_n(&modelling, __ATOMIC_RELAXED)))
+        return;
     if (audit_faults) {
         tb_finalize(v, t->vaddr);
         v->cur_tb = t;
@@ -1157,6 +1452,8 @@ static void mem_exec(unsigned int vi, qemu_plugin_meminfo_t info, uint64_t vaddr
 {
     VCpu *v = vcpus[vi];
     const InsnDesc *d = ud;
+    if (UNLIKELY(!__atomic_load_n(&modelling, __ATOMIC_RELAXED)))
+        return;
     unsigned size = 1u << qemu_plugin_mem_size_shift(info);
     /* QEMU 7.2 packs the direction above the MemOpIdx (include/qemu/plugin.h:
      * make_plugin_meminfo): 1 = read, 2 = write, 3 = an atomic
@@ -1165,16 +1462,27 @@ static void mem_exec(unsigned int vi, qemu_plugin_meminfo_t info, uint64_t vaddr
 
     if (audit_faults && d->idx >= v->done)
         v->done = d->idx + 1u;
+    uint64_t paddr = vaddr;
+    if (system_mode) {
+        struct qemu_plugin_hwaddr *hw = qemu_plugin_get_hwaddr(info, vaddr);
+        if (hw) {
+            if (qemu_plugin_hwaddr_is_io(hw)) { /* a device register: no cache, no TLB model */
+                v->c.io_accesses++;
+                return;
+            }
+            paddr = qemu_plugin_hwaddr_phys_addr(hw);
+        }
+    }
     if (UNLIKELY(trace_fp))
         trace_line("%c %" PRIx64 " %u\n", rw == 2 ? 'W' : 'R', vaddr, size);
     if (rw == 3) {
-        data_access(v, vaddr, size, false, d->locked, true);
+        data_access(v, vaddr, paddr, size, false, d->locked, true);
         if (UNLIKELY(trace_fp))
             trace_line("W %" PRIx64 " %u\n", vaddr, size);
-        data_access(v, vaddr, size, true, d->locked, false);
+        data_access(v, vaddr, paddr, size, true, d->locked, false);
         return;
     }
-    data_access(v, vaddr, size, rw == 2, d->locked, rw != 2);
+    data_access(v, vaddr, paddr, size, rw == 2, d->locked, rw != 2);
 }
 
 /* ------------------------------------------------------------ translation */
@@ -1246,6 +1554,25 @@ static TBDesc *build_desc(struct qemu_plugin_tb *tb, uint8_t *bytes, size_t n_by
         }
         if (audit_faults && d->width)
             t->audit_idx[t->n_audit++] = (uint16_t)i;
+        /* ARM Linux runs with high vectors: an exception enters at
+         * 0xffff0000 + 4 x kind (ARM ARM B1.8.1); what the handler then does
+         * (a kernel fixup) runs under the model like any other code */
+        if (system_mode && cfg.arch == ARCH_ARMV6 && va >= 0xffff0000u && va <= 0xffff001cu && !(va & 3) &&
+            !d->special) {
+            d->special = SP_EXCEPTION;
+            d->entry = (uint8_t)((va - 0xffff0000u) / 4);
+        }
+        /* sparc64: a trap enters at TBA + (TL > 0) x 0x4000 + TT x 32 (SPARC V9
+         * 7.7): counted by kind; the handler itself runs under the model.
+         * Linux's TL>0 table has the trap types below 0x100 only (ordinary
+         * kernel text follows it: arch/sparc/kernel/ttable_64.S) */
+        if (cfg.trap_table && va >= cfg.trap_table && va < cfg.trap_table + 0x6000 && !(va & 31) && !d->special) {
+            int kind = sparc_trap_kind((unsigned)((va - cfg.trap_table) >> 5) & 0x1ff);
+            if (kind >= 0) {
+                d->special = SP_EXCEPTION;
+                d->entry = (uint8_t)kind;
+            }
+        }
         /* the instruction after a window instruction proves it completed */
         if (i > 0 && !d->special && t->insn[i - 1].special >= SP_SAVE && t->insn[i - 1].special <= SP_FLUSHW)
             d->special = SP_PROGRESS;
@@ -1344,21 +1671,41 @@ static void sput(Str *s, const char *fmt, ...)
     }
 }
 
+/* One unified level below the L1s (l2, l3), or null where there is none. */
+static void put_lower(Str *s, const char *ind, const char *name, bool present, uint64_t rh, uint64_t rm, uint64_t wh,
+                      uint64_t wm, uint64_t wb)
+{
+    if (!present) {
+        sput(s, "%s\"%s\": null,\n", ind, name);
+        return;
+    }
+    sput(s,
+         "%s\"%s\": {\"accesses\": %" PRIu64 ", \"hits\": %" PRIu64 ", \"misses\": %" PRIu64 ", \"read_hits\": %" PRIu64
+         ", \"read_misses\": %" PRIu64 ", \"write_hits\": %" PRIu64 ", \"write_misses\": %" PRIu64
+         ", \"writebacks\": %" PRIu64 "},\n",
+         ind, name, rh + rm + wh + wm, rh + wh, rm + wm, rh, rm, wh, wm, wb);
+}
+
 static void put_stats(Str *s, const Counters *c, const char *ind)
 {
     /* cycles: cpi * instructions + every penalty (docs/model.md) */
     uint64_t base = (uint64_t)llround(cfg.cpi * (double)c->insns);
-    uint64_t l1i_mem = c->l1i_misses - c->l1i_miss_l2hit;
+    uint64_t l1i_mem = c->l1i_misses - c->l1i_miss_l2hit - c->l1i_miss_l3hit;
     uint64_t d_rmiss = c->l1d_load_misses + (cfg.l1d_wt ? 0 : c->l1d_store_misses);
-    uint64_t d_mem = d_rmiss - c->l1d_rmiss_l2hit;
-    uint64_t l2lat = have_l2 ? cfg.l2_lat : 0;
-    uint64_t cyc_ifetch = c->l1i_miss_l2hit * (l2lat - cfg.l1i_lat) + l1i_mem * (cfg.mem_lat - cfg.l1i_lat);
-    uint64_t cyc_data = c->l1d_rmiss_l2hit * (l2lat - cfg.l1d_lat) + d_mem * (cfg.mem_lat - cfg.l1d_lat);
+    uint64_t d_mem = d_rmiss - c->l1d_rmiss_l2hit - c->l1d_rmiss_l3hit;
+    uint64_t l2lat = have_l2 ? cfg.l2_lat : 0, l3lat = have_l3 ? cfg.l3_lat : 0;
+    /* a miss costs the latency of the level that served it minus the L1 hit
+     * latency already in the base; memory latencies were summed per access
+     * (numa_lat[vCPU node][memory node]) */
+    uint64_t cyc_ifetch = c->l1i_miss_l2hit * (l2lat - cfg.l1i_lat) + c->l1i_miss_l3hit * (l3lat - cfg.l1i_lat) +
+                          c->mem_cycles_i - l1i_mem * cfg.l1i_lat;
+    uint64_t cyc_data = c->l1d_rmiss_l2hit * (l2lat - cfg.l1d_lat) + c->l1d_rmiss_l3hit * (l3lat - cfg.l1d_lat) +
+                        c->mem_cycles_d - d_mem * cfg.l1d_lat;
     uint64_t tlb_misses = c->itlb_misses + c->dtlb_misses;
     uint64_t cyc_tlb = have_stlb ? tlb_misses * cfg.stlb_lat + c->stlb_misses * cfg.tlb_miss
                                  : tlb_misses * cfg.tlb_miss;
-    uint64_t cyc_straddle = c->straddles * cfg.straddle_penalty;
-    uint64_t cyc_unal_hw = c->unaligned_hw * cfg.unaligned_penalty;
+    uint64_t cyc_straddle = (uint64_t)llround(cfg.straddle_penalty * (double)c->straddles);
+    uint64_t cyc_unal_hw = (uint64_t)llround(cfg.unaligned_penalty * (double)c->unaligned_hw);
     uint64_t cyc_unal_trap = c->unaligned_trap * cfg.trap_cost;
     uint64_t cyc_lock = c->locked_inline * cfg.lock_cost + c->locked_split * cfg.split_lock_cost;
     uint64_t cyc_pf = c->pf_trapped * cfg.prefetch_trap;
@@ -1384,16 +1731,18 @@ static void put_stats(Str *s, const Counters *c, const char *ind)
          ind, c->l1d_load_hits + c->l1d_load_misses + c->l1d_store_hits + c->l1d_store_misses,
          c->l1d_load_hits + c->l1d_store_hits, c->l1d_load_misses + c->l1d_store_misses, c->l1d_load_hits,
          c->l1d_load_misses, c->l1d_store_hits, c->l1d_store_misses, c->l1d_writebacks);
-    if (have_l2)
-        sput(s,
-             "%s\"l2\": {\"accesses\": %" PRIu64 ", \"hits\": %" PRIu64 ", \"misses\": %" PRIu64
-             ", \"read_hits\": %" PRIu64 ", \"read_misses\": %" PRIu64 ", \"write_hits\": %" PRIu64
-             ", \"write_misses\": %" PRIu64 ", \"writebacks\": %" PRIu64 "},\n",
-             ind, c->l2_read_hits + c->l2_read_misses + c->l2_write_hits + c->l2_write_misses,
-             c->l2_read_hits + c->l2_write_hits, c->l2_read_misses + c->l2_write_misses, c->l2_read_hits,
-             c->l2_read_misses, c->l2_write_hits, c->l2_write_misses, c->l2_writebacks);
-    else
-        sput(s, "%s\"l2\": null,\n", ind);
+    put_lower(s, ind, "l2", have_l2, c->l2_read_hits, c->l2_read_misses, c->l2_write_hits, c->l2_write_misses,
+              c->l2_writebacks);
+    put_lower(s, ind, "l3", have_l3, c->l3_read_hits, c->l3_read_misses, c->l3_write_hits, c->l3_write_misses,
+              c->l3_writebacks);
+    sput(s, "%s\"memory_reads_by_node\": [", ind);
+    for (unsigned k = 0; k < cfg.numa_nodes; k++)
+        sput(s, "%s%" PRIu64, k ? ", " : "", c->mem_reads[k]);
+    sput(s, "],\n%s\"memory_writes_by_node\": [", ind);
+    for (unsigned k = 0; k < cfg.numa_nodes; k++)
+        sput(s, "%s%" PRIu64, k ? ", " : "", c->mem_writes[k]);
+    sput(s, "],\n%s\"memory_read_cycles\": %" PRIu64 ",\n", ind, c->mem_cycles_i + c->mem_cycles_d);
+    sput(s, "%s\"io_accesses\": %" PRIu64 ",\n", ind, c->io_accesses);
     sput(s, "%s\"itlb\": {\"accesses\": %" PRIu64 ", \"misses\": %" PRIu64 "},\n", ind, c->itlb_accesses,
          c->itlb_misses);
     sput(s, "%s\"dtlb\": {\"accesses\": %" PRIu64 ", \"misses\": %" PRIu64 "},\n", ind, c->dtlb_accesses,
@@ -1417,6 +1766,18 @@ static void put_stats(Str *s, const Counters *c, const char *ind)
          "%s\"prefetches\": {\"issued\": %" PRIu64 ", \"dropped\": %" PRIu64 ", \"trapped\": %" PRIu64
          ", \"unknown_address\": %" PRIu64 "},\n",
          ind, c->pf_issued, c->pf_dropped, c->pf_trapped, c->pf_unknown);
+    if (cfg.trap_table) {
+        sput(s, "%s\"trap_table_entries\": {", ind);
+        for (int k = TK_UNALIGNED; k <= TK_OTHER; k++)
+            sput(s, "%s\"%s\": %" PRIu64, k ? ", " : "", trap_kind_name[k], c->exceptions[k]);
+        sput(s, "},\n");
+    }
+    if (system_mode && cfg.arch == ARCH_ARMV6)
+        sput(s,
+             "%s\"exceptions\": {\"undefined\": %" PRIu64 ", \"svc\": %" PRIu64 ", \"prefetch_abort\": %" PRIu64
+             ", \"data_abort\": %" PRIu64 ", \"irq\": %" PRIu64 ", \"fiq\": %" PRIu64 "},\n",
+             ind, c->exceptions[1], c->exceptions[2], c->exceptions[3], c->exceptions[4], c->exceptions[6],
+             c->exceptions[7]);
     sput(s, "%s\"other_faults\": %" PRIu64 "\n", ind, c->other_faults);
 }
 
@@ -1449,8 +1810,24 @@ static void put_options(Str *s)
          cfg.l1d_size, cfg.l1d_assoc, cfg.l1d_line, cfg.l1d_lat, cfg.l1d_wt ? "wt" : "wb");
     sput(s,
          "    \"l2_size\": %" PRIu64 ", \"l2_assoc\": %" PRIu64 ", \"l2_line\": %" PRIu64 ", \"l2_lat\": %" PRIu64
+         ", \"l3_size\": %" PRIu64 ", \"l3_assoc\": %" PRIu64 ", \"l3_line\": %" PRIu64 ", \"l3_lat\": %" PRIu64
          ", \"mem_lat\": %" PRIu64 ",\n",
-         cfg.l2_size, cfg.l2_assoc, cfg.l2_line, cfg.l2_lat, cfg.mem_lat);
+         cfg.l2_size, cfg.l2_assoc, cfg.l2_line, cfg.l2_lat, cfg.l3_size, cfg.l3_assoc, cfg.l3_line, cfg.l3_lat,
+         cfg.mem_lat);
+    sput(s, "    \"numa_nodes\": %" PRIu64 ", \"numa_lat\": [", cfg.numa_nodes);
+    for (unsigned i = 0; i < cfg.numa_nodes; i++) {
+        sput(s, "%s[", i ? ", " : "");
+        for (unsigned j = 0; j < cfg.numa_nodes; j++)
+            sput(s, "%s%" PRIu64, j ? ", " : "", cfg.numa_lat[i][j]);
+        sput(s, "]");
+    }
+    sput(s, "], \"numa_mem\": [");
+    for (unsigned i = 0; i < numa_mem_n; i++)
+        sput(s, "%s%" PRIu64, i ? ", " : "", cfg.numa_mem[i]);
+    sput(s, "], \"numa_cpus\": [");
+    for (unsigned i = 0; i < cfg.n_numa_cpus; i++)
+        sput(s, "%s%" PRIu64, i ? ", " : "", cfg.numa_cpus[i]);
+    sput(s, "], \"numa_interleave\": %" PRIu64 ",\n", cfg.numa_interleave);
     sput(s,
          "    \"itlb_entries\": %" PRIu64 ", \"itlb_assoc\": %" PRIu64 ", \"dtlb_entries\": %" PRIu64
          ", \"dtlb_assoc\": %" PRIu64 ", \"page\": %" PRIu64 ", \"tlb_miss\": %" PRIu64 ",\n",
@@ -1458,16 +1835,16 @@ static void put_options(Str *s)
     sput(s, "    \"stlb_entries\": %" PRIu64 ", \"stlb_assoc\": %" PRIu64 ", \"stlb_lat\": %" PRIu64 ",\n",
          cfg.stlb_entries, cfg.stlb_assoc, cfg.stlb_lat);
     sput(s,
-         "    \"unaligned2\": \"%s\", \"unaligned4\": \"%s\", \"unaligned8\": \"%s\", \"unaligned_penalty\": %" PRIu64
-         ", \"straddle_penalty\": %" PRIu64 ",\n",
+         "    \"unaligned2\": \"%s\", \"unaligned4\": \"%s\", \"unaligned8\": \"%s\", \"unaligned_penalty\": %.17g"
+         ", \"straddle_penalty\": %.17g,\n",
          pol[cfg.unaligned[2]], pol[cfg.unaligned[4]], pol[cfg.unaligned[8]], cfg.unaligned_penalty,
          cfg.straddle_penalty);
     sput(s,
          "    \"trap_cost\": %" PRIu64 ", \"lock_cost\": %" PRIu64 ", \"split_lock_cost\": %" PRIu64
          ", \"prefetch\": \"%s\", \"prefetch_trap\": %" PRIu64 ", \"nwindows\": %" PRIu64 ", \"window_trap\": %" PRIu64
-         "},\n",
+         ", \"trap_table\": %" PRIu64 ", \"fast_forward\": %" PRIu64 "},\n",
          cfg.trap_cost, cfg.lock_cost, cfg.split_lock_cost, cfg.prefetch_strong ? "strong" : "weak",
-         cfg.prefetch_trap, cfg.nwindows, cfg.window_trap);
+         cfg.prefetch_trap, cfg.nwindows, cfg.window_trap, cfg.trap_table, cfg.fast_forward);
 }
 
 static void plugin_exit(qemu_plugin_id_t id, void *p)
@@ -1508,7 +1885,8 @@ static void plugin_exit(qemu_plugin_id_t id, void *p)
         for (size_t r = 0; r < v->n_regions; r++) {
             sput(&s, "%s\n    {\n      \"vcpu\": %u,\n      \"index\": %zu,\n      \"marked\": %s,\n", first ? "" : ",",
                  i, r, any_marker ? "true" : "false");
-            sput(&s, "      \"closed_by\": \"%s\",\n", why[v->closed_by[r]]);
+            sput(&s, "      \"closed_by\": \"%s\",\n      \"seq\": %" PRIu64 ",\n      \"vcpu_node\": %u,\n",
+                 why[v->closed_by[r]], v->seq[r], v->node);
             put_stats(&s, &v->regions[r], "      ");
             sput(&s, "    }");
             first = false;
@@ -1575,6 +1953,10 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     l1d_line_mask = cfg.l1d_line - 1;
     have_l2 = cfg.l2_size != 0;
     l2_shift = have_l2 ? log2u(cfg.l2_line) : 0;
+    have_l3 = cfg.l3_size != 0;
+    l3_shift = have_l3 ? log2u(cfg.l3_line) : 0;
+    itag = system_mode ? ITAG : 0;
+    modelling = !cfg.fast_forward;
     page_shift = log2u(cfg.page);
     have_stlb = cfg.stlb_entries != 0;
     audit_faults = cfg.arch == ARCH_SPARC64;
