@@ -19,7 +19,7 @@ MACHINES = ["arm1176-rpi1", "generic-2020s-x86", "ultrasparc-iv-plus", "ultraspa
 PLUGIN_KEYS = [
     "cpi", "l1i_size", "l1i_assoc", "l1i_line", "l1i_lat",
     "l1d_size", "l1d_assoc", "l1d_line", "l1d_lat", "l1d_write",
-    "l2_size", "l2_assoc", "l2_line", "l2_lat", "mem_lat",
+    "l2_size", "l2_assoc", "l2_line", "l2_lat", "l3_size", "l3_assoc", "l3_line", "l3_lat", "mem_lat",
     "itlb_entries", "itlb_assoc", "dtlb_entries", "dtlb_assoc", "page", "tlb_miss",
     "stlb_entries", "stlb_assoc", "stlb_lat",
     "unaligned2", "unaligned4", "unaligned8", "unaligned_penalty", "straddle_penalty",
@@ -59,6 +59,8 @@ def test_every_number_has_a_source_or_a_calibration_with_its_claim():
                     assert f"## {prov['claim'].split(':')[0]} " in claim_text
             elif src == "assumed":
                 assert len(prov.get("why", "")) >= 20, f"{name}: {path} is assumed without a reason"
+            elif src == "derived":
+                assert prov.get("from") and len(prov.get("basis", "")) >= 15, f"{name}: {path} is derived without from/basis"
             else:
                 assert len(src) >= 15, f"{name}: {path}: '{src}' is not a citation"
         # and the sources() view names every one of them
@@ -209,11 +211,17 @@ def test_bad_units_name_the_valid_ones(bad, fn):
 def test_plugin_args_are_exactly_the_contract():
     for name, m in M.load_all().items():
         a = M.plugin_args(m)
-        assert [x.split("=", 1)[0] for x in a] == PLUGIN_KEYS, name
+        keys = list(PLUGIN_KEYS)
+        if "numa" in m.data:  # the NUMA options follow mem_lat
+            i = keys.index("mem_lat") + 1
+            keys[i:i] = ["numa_nodes", "numa_lat", "numa_interleave"]
+        assert [x.split("=", 1)[0] for x in a] == keys, name
         d = args(m)
         float(d["cpi"])
         for k in PLUGIN_KEYS:
-            if k not in ("cpi", "l1d_write", "unaligned2", "unaligned4", "unaligned8", "prefetch"):
+            if k in ("unaligned_penalty", "straddle_penalty"):
+                assert re.fullmatch(r"[0-9]+(\.[0-9]{1,4})?", d[k]), f"{name}: {k}={d[k]} is not cycles"
+            elif k not in ("cpi", "l1d_write", "unaligned2", "unaligned4", "unaligned8", "prefetch"):
                 assert re.fullmatch(r"[0-9]+", d[k]), f"{name}: {k}={d[k]} is not a whole number"
         assert d["l1d_write"] in ("wb", "wt") and d["prefetch"] in ("strong", "weak")
         assert {d["unaligned2"], d["unaligned4"], d["unaligned8"]} <= {"hw", "trap"}
@@ -230,7 +238,7 @@ def test_plugin_args_of_each_machine():
 
     a = args(ms["arm1176-rpi1"])
     assert (a["l2_size"], a["l2_assoc"], a["l2_line"], a["l2_lat"]) == ("0", "0", "0", "0")  # no L2 for the ARM
-    assert (a["unaligned2"], a["unaligned4"], a["unaligned8"], a["unaligned_penalty"]) == ("hw", "hw", "trap", "1")
+    assert (a["unaligned2"], a["unaligned4"], a["unaligned8"], a["unaligned_penalty"]) == ("hw", "hw", "trap", "0.833")
     assert (a["itlb_assoc"], a["stlb_entries"], a["stlb_assoc"], a["trap_cost"]) == ("10", "64", "2", "464")
     assert (a["l1d_lat"], a["mem_lat"], a["lock_cost"]) == ("3", "105", "0")
 
@@ -310,3 +318,75 @@ def test_docs_list_every_machine():
     doc = (M.ROOT / "docs" / "machines.md").read_text()
     for name in MACHINES:
         assert f"`{name}`" in doc
+    # the table is the files' own summary: a changed number must change the doc too
+    for name, m in M.load_all().items():
+        assert m.summary() in doc, f"docs/machines.md: the row of {name} is not its summary(): {m.summary()}"
+
+
+def test_docs_list_exactly_the_assumed_numbers():
+    doc = (M.ROOT / "docs" / "machines.md").read_text()
+    section = doc.split("## Assumed numbers (open)")[1].split("\n## ")[0]
+    listed = set(re.findall(r"^\| `([a-z0-9-]+)` \| `([a-z0-9_.\[\]]+)` \|", section, re.M))
+    assumed = {(n, k) for n, m in M.load_all().items() for k, v in m.sources().items() if v.startswith("assumed")}
+    assert listed == assumed
+
+
+def test_plugin_args_carry_the_l3_and_the_numa_matrix():
+    ms = M.load_all()
+    x = args(ms["x86-2012-server"])
+    clock = ms["x86-2012-server"].clock_hz
+    assert (x["l3_size"], x["l3_assoc"], x["l3_line"]) == (str(20 << 20), "20", "64")
+    assert x["numa_nodes"] == "2" and x["numa_interleave"] == "0"
+    local, remote = (M.to_int(ns * 1e-9 * clock) for ns in (90, 120))
+    assert x["numa_lat"] == f"{local}:{remote}:{remote}:{local}"
+    y = args(M.load("x86-2012-server", ["numa.interleave=true", "numa.latency_ns[0][1]=150ns"]))
+    assert y["numa_interleave"] == "64" and y["numa_lat"].split(":")[1] == str(M.to_int(150e-9 * clock))
+    assert args(ms["arm1176-rpi1"])["l3_size"] == "0" and "numa_nodes" not in args(ms["arm1176-rpi1"])
+
+
+def _with(tmp_path, name, edit):
+    d = yaml.safe_load((M.MACHINES_DIR / f"{name}.yaml").read_text())
+    edit(d)
+    p = tmp_path / f"{name}.yaml"
+    p.write_text(yaml.safe_dump(d))
+    return p
+
+
+def _derived(d, value="180ns", expr="2 * memory.latency"):
+    d["tlb"]["dtlb"]["miss_penalty"] = {"value": value, "source": "derived", "from": expr,
+                                        "basis": "a two-level walk reads two descriptors (test)"}
+    d["memory"] = {"latency": "90ns", "source": "test figure"}
+
+
+def test_a_derived_number_must_equal_its_formula_and_follows_a_set(tmp_path):
+    m = M.load(_with(tmp_path, "x86-2012-server", _derived))
+    assert m.raw("tlb.dtlb.miss_penalty") == "180ns"
+    assert m.sources()["tlb.dtlb.miss_penalty"].startswith("derived: 2 * memory.latency")
+    # a --set on the field it reads recomputes it, in its own unit
+    m2 = M.load(_with(tmp_path, "x86-2012-server", _derived), ["memory.latency=100ns"])
+    assert m2.raw("tlb.dtlb.miss_penalty") == "200ns"
+    # a --set on the derived field itself wins
+    m3 = M.load(_with(tmp_path, "x86-2012-server", _derived), ["memory.latency=100ns", "tlb.dtlb.miss_penalty=50ns"])
+    assert m3.raw("tlb.dtlb.miss_penalty") == "50ns"
+
+
+@pytest.mark.parametrize("value, expr, words", [
+    ("200ns", "2 * memory.latency", ["tlb.dtlb.miss_penalty", "gives 180ns", "needs to equal"]),
+    ("180ns", "2 * memory.latncy", ["tlb.dtlb.miss_penalty.from", "memory.latncy", "not a number"]),
+    ("180ns", "__import__('os')", ["tlb.dtlb.miss_penalty.from"]),
+    ("180ns", "2 * tlb.dtlb.miss_penalty", ["reads the field itself"]),
+    ("180ns", "memory.latency + caches.l1d.size", ["mixes"]),
+])
+def test_a_bad_derivation_is_named(value, expr, words, tmp_path):
+    with pytest.raises(M.MachineError) as e:
+        M.load(_with(tmp_path, "x86-2012-server", lambda d: _derived(d, value, expr)))
+    for w in words:
+        assert w in str(e.value), (w, str(e.value))
+
+
+def test_derived_needs_from_and_basis(tmp_path):
+    def edit(d):
+        d["tlb"]["dtlb"]["miss_penalty"] = {"value": "180ns", "source": "derived"}
+    with pytest.raises(M.MachineError) as e:
+        M.load(_with(tmp_path, "x86-2012-server", edit))
+    assert "needs 'from'" in str(e.value) and "needs 'basis'" in str(e.value)

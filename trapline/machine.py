@@ -16,7 +16,10 @@ Units are written out and parsed here:
 Every number carries its provenance: a group's `source` covers its fields, and a
 field written as {value, source} has its own. `source: calibrated` needs a
 `claim` ("E2: ..." naming the shared/claims.md entry and the figure fitted to);
-`source: assumed` needs a `why`. A --set override replaces a field's
+`source: derived` needs `from` (an expression over other fields, e.g. "2 *
+memory.latency", that the value must equal) and `basis` (the citation for the
+formula); `source: assumed` needs a `why`. A --set on a field that a derived
+number reads recomputes it. A --set override replaces a field's
 provenance with the override itself, so a manifest never credits a datasheet
 with a number the user typed.
 """
@@ -49,8 +52,8 @@ SIZE_UNITS = {"B": 1, "kB": 1024, "KB": 1024, "KiB": 1024, "MB": 1024 ** 2, "MiB
 FREQ_UNITS = {"Hz": 1.0, "kHz": 1e3, "MHz": 1e6, "GHz": 1e9}
 TIME_UNITS = {"ps": 1e-12, "ns": 1e-9, "us": 1e-6, "ms": 1e-3}
 CYCLE_UNITS = ("cycles", "cycle")
-PROVENANCE_KEYS = ("source", "claim", "why", "note")
-TEXT_KEYS = {"name", "description", "arch", "claims", "note", "source", "claim", "why", "replacement",
+PROVENANCE_KEYS = ("source", "claim", "why", "note", "from", "basis")
+TEXT_KEYS = {"name", "description", "arch", "claims", "note", "source", "claim", "why", "from", "basis", "replacement",
              "write", "inclusion", "kind", "semantics", "w2", "w4", "w8", "interleave"}
 
 _QTY = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]+)\s*$")
@@ -201,12 +204,151 @@ def _check_provenance(node: dict, where: str, claim_ids: set[str] | None) -> lis
     elif src == "assumed":
         if not node.get("why"):
             errs.append(f"{where}: source is 'assumed', so it needs 'why' (the reasoning, since no source was found)")
-    else:
-        for k in ("claim", "why"):
-            if k in node:
-                errs.append(f"{where}.{k}: only goes with source '{'calibrated' if k == 'claim' else 'assumed'}' "
-                            f"(source here is a citation)")
+    elif src == "derived":
+        for k, what in (("from", "the expression over other fields it equals, e.g. \"2 * memory.latency\""),
+                        ("basis", "the citation that justifies the formula")):
+            if not node.get(k):
+                errs.append(f"{where}: source is 'derived', so it needs '{k}' ({what})")
+    owner = {"claim": "calibrated", "why": "assumed", "from": "derived", "basis": "derived"}
+    for k, needs in owner.items():
+        if k in node and src != needs:
+            errs.append(f"{where}.{k}: only goes with source '{needs}' "
+                        f"(source here is {src if src in owner.values() else 'a citation'})")
     return errs
+
+
+# ---------------------------------------------------------------- derived numbers
+
+_PATH_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[0-9]+\])*(?:\.[A-Za-z_][A-Za-z0-9_]*(?:\[[0-9]+\])*)*")
+
+
+def _get_path(data: dict, path: str) -> Any:
+    cur: Any = data
+    for k in _parse_path(path):
+        if isinstance(k, int):
+            if not isinstance(cur, list) or k >= len(cur):
+                return None
+            cur = _unwrap(cur[k])
+        else:
+            if not isinstance(cur, dict) or k not in cur:
+                return None
+            cur = _unwrap(cur[k])
+    return cur
+
+
+def _magnitude(text: Any, hz: float, where: str) -> tuple[float, str]:
+    """A field's value as (number, kind): times in cycles, sizes in bytes, counts as they are."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return float(text), "count"
+    m = _QTY.match(str(text))
+    unit = m.group(2) if m else ""
+    if unit in SIZE_UNITS:
+        return float(parse_size(text, where)), "size"
+    if unit in FREQ_UNITS:
+        return parse_freq(text, where), "frequency"
+    return parse_time(text, hz, where), "time"
+
+
+def _nodes(v: Any, path: str = ""):
+    """Every node of a description with its dotted path (list items as [i]),
+    provenance keys left out."""
+    yield path, v
+    if isinstance(v, dict):
+        for k, sub in v.items():
+            if k not in PROVENANCE_KEYS:
+                yield from _nodes(sub, f"{path}.{k}" if path else k)
+    elif isinstance(v, list):
+        for i, sub in enumerate(v):
+            yield from _nodes(sub, f"{path}[{i}]")
+
+
+def derived_fields(data: dict) -> list[tuple[str, dict]]:
+    """Every {value, source: derived, from, basis} field: (dotted path, the field)."""
+    return [(path, v) for path, v in _nodes(data) if _is_sourced(v) and v.get("source") == "derived"]
+
+
+def evaluate_derived(data: dict, path: str, expr: str, hz: float) -> tuple[float, str]:
+    """Evaluate `expr` (+ - * / parentheses, numbers, dotted field paths) -> (number, kind of
+    the fields it reads: time in cycles, size in bytes, or count)."""
+    import ast
+    names: dict[str, float] = {}
+    kinds: set[str] = set()
+
+    def sub(m):
+        p = m.group(0)
+        v = _get_path(data, p)
+        if v is None or isinstance(v, (dict, list)):
+            raise MachineError(f"{path}.from: '{p}' in \"{expr}\" is not a number of this machine")
+        if p == path:
+            raise MachineError(f"{path}.from: \"{expr}\" reads the field itself")
+        num, kind = _magnitude(v, hz, p)
+        kinds.add(kind)
+        key = f"_v{len(names)}"
+        names[key] = num
+        return key
+    code = _PATH_TOKEN.sub(sub, expr)
+    try:
+        tree = ast.parse(code, mode="eval")
+    except SyntaxError:
+        raise MachineError(f"{path}.from: \"{expr}\" is not an expression (use + - * / parentheses, numbers "
+                           "and dotted field paths)") from None
+    allowed = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.USub,
+               ast.Constant, ast.Name, ast.Load)
+    for node in ast.walk(tree):
+        if not isinstance(node, allowed) or (isinstance(node, ast.Constant)
+                                             and not isinstance(node.value, (int, float))):
+            raise MachineError(f"{path}.from: \"{expr}\" may only use + - * / parentheses, numbers and field paths")
+    if len(kinds - {"count"}) > 1:
+        raise MachineError(f"{path}.from: \"{expr}\" mixes {' and '.join(sorted(kinds - {'count'}))}")
+    try:
+        value = float(eval(compile(tree, "<from>", "eval"), {"__builtins__": {}}, names))
+    except ZeroDivisionError:
+        raise MachineError(f"{path}.from: \"{expr}\" divides by zero") from None
+    return value, next(iter(kinds - {"count"}), "count")
+
+
+def _check_derived(data: dict) -> list[str]:
+    errs = []
+    try:
+        hz = parse_freq(_g(data, "clock"), "clock")
+    except MachineError:
+        return errs
+    for path, f in derived_fields(data):
+        if not f.get("from"):
+            continue
+        try:
+            want, _kind = evaluate_derived(data, path, f["from"], hz)
+            have, _ = _magnitude(f["value"], hz, path)
+        except MachineError as e:
+            errs.append(str(e))
+            continue
+        if abs(have - want) > 0.01 * max(abs(want), 1e-9):
+            errs.append(f"{path}: {f['value']} is derived from \"{f['from']}\", which gives "
+                        f"{_in_unit_of(f['value'], want, _kind, hz)}; the value needs to equal it (within 1%)")
+    return errs
+
+
+def _in_unit_of(like: Any, value: float, kind: str, hz: float) -> Any:
+    """`value` (cycles, bytes or a count) written in the unit of `like` ("300ns" -> ns)."""
+    m = _QTY.match(str(like))
+    unit = m.group(2) if m else ""
+    if kind == "time" and unit in TIME_UNITS:
+        return f"{value / hz / TIME_UNITS[unit]:.6g}{unit}"
+    if kind == "time":
+        return f"{value:.6g}cycles"
+    if kind == "size":
+        return _fmt_size(int(round(value)))
+    return round(value, 6)
+
+
+def _rederive(data: dict, set_paths: set[str]) -> None:
+    """After --set: recompute every derived field that was not itself set, in its own unit."""
+    hz = parse_freq(_g(data, "clock"), "clock")
+    for path, f in derived_fields(data):
+        if path in set_paths or not f.get("from"):
+            continue
+        want, kind = evaluate_derived(data, path, f["from"], hz)
+        f["value"] = _in_unit_of(f["value"], want, kind, hz)
 
 
 def numeric_leaves(data: dict) -> list[tuple[str, Any, dict]]:
@@ -274,17 +416,10 @@ def _semantic_checks(data: dict, stem: str | None) -> list[str]:
                             f"{', '.join(sorted(ids, key=lambda x: int(x[1:])))}")
 
     # provenance: every group with a source, every {value, source} field
-    def prov_walk(v, where):
-        if isinstance(v, dict):
-            if "source" in v:
-                errs.extend(_check_provenance(v, where, ids))
-            for k, sub in v.items():
-                if k not in PROVENANCE_KEYS:
-                    prov_walk(sub, f"{where}.{k}" if where else k)
-        elif isinstance(v, list):
-            for i, sub in enumerate(v):
-                prov_walk(sub, f"{where}[{i}]")
-    prov_walk(data, "")
+    for where, v in _nodes(data):
+        if isinstance(v, dict) and "source" in v:
+            errs.extend(_check_provenance(v, where, ids))
+    errs.extend(_check_derived(data))
     for path, value, prov in numeric_leaves(data):
         if not prov.get("source"):
             errs.append(f"{path}: the number {value!r} has no source; give its group a 'source' or write it "
@@ -381,6 +516,9 @@ def _semantic_checks(data: dict, stem: str | None) -> list[str]:
                         errs.append(f"numa.latency_ns[{i}][{j}]: needs to be above 0 (got {_unwrap(v)})")
                 except MachineError as e:
                     errs.append(str(e))
+        if _unwrap(numa.get("interleave")) is True and "interleave_granularity" not in numa:
+            errs.append("numa.interleave is true, so it needs numa.interleave_granularity (e.g. 64B: lines "
+                        "alternate between the nodes)")
         if "interleave_granularity" in numa:
             try:
                 if not _pow2(size("numa.interleave_granularity")):
@@ -555,6 +693,11 @@ def apply_sets(machine_dict: dict, sets: list[str] | tuple[str, ...]) -> dict:
                                    f"set the whole group at once (--set {done + '.' if done else ''}{k}={{...}})")
             cur = cur[k]
             done = f"{done}.{k}" if done else k
+    set_paths = {re.sub(r"\.value$", "", i.split("=", 1)[0].strip()) for i in sets}
+    try:
+        _rederive(data, set_paths)
+    except MachineError as e:
+        raise MachineError(f"--set {' '.join(sets)}: {e}") from None
     return data
 
 
@@ -624,6 +767,8 @@ class Machine:
                 s = f"calibrated: {prov.get('claim', '')}"
             elif s == "assumed":
                 s = f"assumed: {prov.get('why', '')}"
+            elif s == "derived":
+                s = f"derived: {prov.get('from', '')} ({prov.get('basis', '')})"
             out[path] = s
         return out
 
@@ -682,15 +827,23 @@ class Machine:
         return "; ".join(parts)
 
 
+def _frac(cycles: float) -> str:
+    return f"{cycles:.4f}".rstrip("0").rstrip(".") or "0"
+
+
 def plugin_args(machine: Machine) -> list[str]:
     """The QEMU timing plugin's options (the contract with the plugin): sizes in
-    bytes, latencies in whole cycles; l2_size=0 without an L2, stlb_*=0 without a
+    bytes, latencies in whole cycles (the unaligned and line-crossing penalties
+    in fractional cycles); l2_size=0 without an L2 (l3 likewise);
+    numa_nodes, numa_lat (row-major [vCPU node][memory node]) and numa_interleave
+    (0, or the granularity in bytes) with a numa group (the guest's memory
+    layout, numa_mem and numa_cpus, is the platform's to add); stlb_*=0 without a
     second translation level, lock costs 0 without 'atomics', nwindows=0 and
     window_trap=0 without register windows. unaligned<N> is hw for 'hw' and
     'hw-penalty' (the penalty is unaligned_penalty)."""
     m = machine
     a: list[tuple[str, Any]] = [("cpi", repr(float(m.cpi)))]
-    for lvl in ("l1i", "l1d", "l2"):
+    for lvl in ("l1i", "l1d", "l2", "l3"):
         p = f"caches.{lvl}"
         if m.has(p):
             a += [(f"{lvl}_size", m.bytes(p + ".size")), (f"{lvl}_assoc", m.ways(p)),
@@ -700,6 +853,10 @@ def plugin_args(machine: Machine) -> list[str]:
         if lvl == "l1d":
             a.append(("l1d_write", "wb" if m.raw(p + ".write") == "write-back" else "wt"))
     a.append(("mem_lat", m.icycles("memory.latency")))
+    if "numa" in m.data:
+        lat = m.numa_cycles()
+        a += [("numa_nodes", len(lat)), ("numa_lat", ":".join(str(c) for row in lat for c in row)),
+              ("numa_interleave", m.bytes("numa.interleave_granularity") if m.raw("numa.interleave") else 0)]
     a += [("itlb_entries", m.raw("tlb.itlb.entries")), ("itlb_assoc", m.ways("tlb.itlb")),
           ("dtlb_entries", m.raw("tlb.dtlb.entries")), ("dtlb_assoc", m.ways("tlb.dtlb")),
           ("page", m.bytes("tlb.dtlb.page")), ("tlb_miss", m.icycles("tlb.dtlb.miss_penalty"))]
@@ -710,8 +867,9 @@ def plugin_args(machine: Machine) -> list[str]:
         a += [("stlb_entries", 0), ("stlb_assoc", 0), ("stlb_lat", 0)]
     for w in (2, 4, 8):
         a.append((f"unaligned{w}", "trap" if m.raw(f"unaligned.w{w}") == "trap" else "hw"))
-    a += [("unaligned_penalty", m.icycles("unaligned.penalty")),
-          ("straddle_penalty", m.icycles("unaligned.line_cross_penalty")),
+    # the two access penalties are measured averages: fractional cycles (4 decimals)
+    a += [("unaligned_penalty", _frac(m.cycles("unaligned.penalty"))),
+          ("straddle_penalty", _frac(m.cycles("unaligned.line_cross_penalty"))),
           ("trap_cost", m.icycles("traps.cost"))]
     if "atomics" in m.data:
         a += [("lock_cost", m.icycles("atomics.lock_cost")), ("split_lock_cost", m.icycles("atomics.split_lock_cost"))]
