@@ -95,8 +95,10 @@ def wheelhouse(tmp_path_factory, request):
     freeze = _run([sys.executable, "-m", "pip", "freeze"], 120).stdout.splitlines()
     (d / "constraints.txt").write_text("\n".join(l for l in freeze if "==" in l and not l.startswith("-")) + "\n")
     # pip wheel, not pip download: packages published as source only (pycachesim)
-    # are built here, so the build's pip needs no setuptools from an index
-    r = _run(["nice", "-n", "10", sys.executable, "-m", "pip", "wheel", "-q", "--disable-pip-version-check",
+    # are built here, so the build's pip needs no setuptools from an index;
+    # --use-pep517 builds them in an isolated environment with setuptools and wheel
+    # from the index (the venv has no 'wheel', and setup.py bdist_wheel needs it)
+    r = _run(["nice", "-n", "10", sys.executable, "-m", "pip", "wheel", "-q", "--disable-pip-version-check", "--use-pep517",
               "-w", str(d / "wheels"), "-r", str(ROOT / "requirements.txt"), "-c", str(d / "constraints.txt")], 1800)
     assert r.returncode == 0, f"pip wheel of the pinned packages failed:\n{r.stderr[-3000:]}"
     server = subprocess.Popen([sys.executable, "-m", "http.server", str(WHEEL_PORT), "--bind", "127.0.0.1",
@@ -188,9 +190,19 @@ def test_same_entries_and_statuses_as_the_native_run(docker_run, quick_all, requ
     _say(request, f"statuses: {len(native) - len(differ)}/{len(native)} entries as in the native run"
                   + (f"; different (native, docker): {differ}" if differ else ""))
     assert not differ, f"statuses differ (native, docker): {differ}"
+    # deterministic lanes (the qemu lane's counts, user-mode and -icount guest model
+    # runs) agree to the last digit; the two-vCPU x86_64 model guest runs without
+    # -icount (docs/model.md), so only within 1%
+    def deterministic(e):
+        return e["platform"] == "qemu" or (e["platform"] == "model"
+                                           and e.get("platform_facts", {}).get("deterministic", True))
     exact = {k: (native[k]["reproduced"], docker[k]["reproduced"]) for k in native
-             if k[1] in ("qemu", "model") and native[k]["reproduced"] != docker[k]["reproduced"]}
+             if deterministic(native[k]) and native[k]["reproduced"] != docker[k]["reproduced"]}
     assert not exact, f"guest-lane or model figures differ (native, docker): {exact}"
+    close = {k: (native[k]["reproduced"], docker[k]["reproduced"]) for k in native
+             if native[k]["platform"] == "model" and not deterministic(native[k])
+             and abs(docker[k]["reproduced"] / native[k]["reproduced"] - 1) > 0.01}
+    assert not close, f"non-deterministic model figures differ by over 1% (native, docker): {close}"
 
 
 def test_report_and_manifest(docker_run):

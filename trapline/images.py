@@ -30,6 +30,12 @@ BUILD_TIMEOUT_S = 3600
 # Every guest reaches our /init within 5 s here (sun4u's OpenBIOS is the slowest);
 # one that has printed no "TLG init" after this long is stuck before Linux runs.
 INIT_TIMEOUT_S = 90
+# The guests' memory layout as images/boot.sh makes it (the timing model maps a
+# guest-physical address to its NUMA node with it): x86_64 has two nodes of
+# 256 MiB each, node 0 from address 0, vCPU i on node i; the others one node.
+NUMA_LAYOUT = {"x86_64": {"node_bytes": [256 << 20, 256 << 20], "cpu_nodes": [0, 1]},
+               "sparc64": {"node_bytes": [256 << 20], "cpu_nodes": [0]},
+               "armv6": {"node_bytes": [512 << 20], "cpu_nodes": [0]}}
 
 
 def check_arch(arch: str) -> None:
@@ -63,6 +69,20 @@ def build_image(arch: str, bindir: Path | None, log=None) -> Image:
         raise RunFailed(f"images/build.sh {arch} printed no KERNEL=/INITRD= lines:\n{tail(out + err)}")
     return Image(arch, Path(facts["KERNEL"]), Path(facts["INITRD"]),
                  Path(facts["DTB"]) if facts.get("DTB") else None, facts)
+
+
+def symbol(image: Image, name: str) -> int:
+    """The address of a symbol of the guest's Linux, from the System.map the
+    kernel build left beside it (e.g. sparc64_ttable_tl0, the trap table)."""
+    smap = Path(image.facts.get("LINUX_CACHE", "")) / "System.map"
+    try:
+        for line in smap.read_text().splitlines():
+            parts = line.split()
+            if len(parts) == 3 and parts[2] == name:
+                return int(parts[0], 16)
+    except OSError as e:
+        raise RunFailed(f"cannot read the {image.arch} guest's System.map ({smap}): {e.strerror}") from None
+    raise RunFailed(f"the {image.arch} guest's System.map ({smap}) has no symbol {name}")
 
 
 @dataclass
@@ -123,10 +143,16 @@ def parse_console(console: str) -> list[GuestCommand]:
 
 
 def boot(image: Image, commands: list[str], timeout: float, per_command_timeout: float | None = None,
-         log=None) -> Boot:
+         log=None, qemu_extra: list[str] | None = None) -> Boot:
     """Boot the image, run commands in order, return what the console said.
-    boot.sh kills QEMU at timeout; this process adds a margin of its own."""
+    boot.sh kills QEMU at timeout; this process adds a margin of its own.
+    qemu_extra: more QEMU arguments (no spaces inside one; the timing model's
+    -plugin and -icount)."""
     env = dict(os.environ, TRAPLINE_APPEND=append_line(commands, per_command_timeout or timeout))
+    if qemu_extra:
+        if any(" " in a for a in qemu_extra):
+            raise UsageError(f"QEMU arguments may not contain spaces: {qemu_extra}")
+        env["TRAPLINE_QEMU_EXTRA"] = " ".join(qemu_extra)
     if image.dtb:
         env["TRAPLINE_DTB"] = str(image.dtb)
     cmd = ["bash", str(IMAGES / "boot.sh"), image.arch, str(image.kernel), str(image.initrd), str(int(timeout))]

@@ -107,11 +107,22 @@ def execute(command: str, exp_ids: list[str], platform: str | None, quick: bool,
                          commands=prun.commands if prun else [], seconds=round(prun.seconds, 3) if prun else 0.0,
                          binaries=prun.binaries if prun else {},
                          platform_facts=prun.facts if prun else {})
-            cal = (prun.facts.get("calibrated_on_this_claim") if prun else None) or []
-            if cal:
-                entry["note"] += (f" Machine parameters fitted to this claim ({exp.data['catalogue']}): "
-                                  f"{', '.join(cal)}; the modelled figure is therefore not an independent "
-                                  f"reproduction of it, only a check of the model's mechanics.")
+            # what the model's figure rests on: parameters fitted to this claim, taken
+            # from its figures, or with no source at all (machine descriptions say which)
+            cat = exp.data["catalogue"]
+            for key, words in (("calibrated_on_this_claim",
+                                f"Machine parameters fitted to this claim ({cat}): {{}}; a modelled figure that "
+                                f"depends on them is not an independent reproduction of it, only a check of the "
+                                f"model's mechanics."),
+                               ("from_this_claim",
+                                f"Machine parameters taken from this claim's own figures ({cat}, not fitted): {{}}; "
+                                f"the model adds what decides which of them each access pays."),
+                               ("assumed",
+                                "Machine parameters with no source found (assumed; the machine description gives "
+                                "the reasoning for each): {}.")):
+                names = (prun.facts.get(key) if prun else None) or []
+                if names:
+                    entry["note"] += " " + words.format(", ".join(names))
             log(f"    {entry['status']}: {entry['metric']} = {analysis.fmt(entry['reproduced'])}"
                 f" (claimed {analysis.fmt(entry['claimed'])})")
             rd.save_entry(entry, prun.raw if prun else "")

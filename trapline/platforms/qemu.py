@@ -32,6 +32,56 @@ def qemu_version(arch: str) -> str:
         return "not installed"
 
 
+def guest_commands(exp, spec: dict, quick: bool, sets: dict[str, str]) -> tuple[list[str], list[list[str]]]:
+    """The guest's command lines for the experiment's runs, and how to show them."""
+    commands, shown = [], []
+    for r in spec.get("runs", []):
+        argv = [f"/trapline/bin/{exp.kernel}/{r['binary']}"] + kernel_args(exp, r, quick, sets)
+        commands.append(" ".join(argv))
+        shown.append([f"{exp.kernel}/{r['binary']}"] + argv[1:])
+    return commands, shown
+
+
+def boot_once_more_if_silent(exp_id: str, image: images.Image, commands: list[str], timeout: float, log,
+                             **kw) -> tuple[images.Boot, bool]:
+    """Boot; a guest that never reached its init is booted once more (seen once
+    here under heavy load: QEMU printed nothing at all; that is the emulator, not
+    the experiment). Returns the boot and whether it was retried."""
+    b = images.boot(image, commands, timeout, log=log, **kw)
+    if b.status == 0 or images.reached_init(b):
+        return b, False
+    log(f"{exp_id}: the {image.arch} guest printed nothing before its init; booting it once more")
+    return images.boot(image, commands, timeout, log=log, **kw), True
+
+
+def command_outputs(b: images.Boot, commands: list[str], shown: list[list[str]], timeout: float,
+                    under: str = "") -> tuple[list[str], str | None]:
+    """What each guest command printed, in order, or the first failure (a boot
+    that did not complete, a command never run or ending non-zero) as one
+    message with the console's tail."""
+    err = images.describe_failure(b, timeout)
+    if err:
+        return [], err
+    outs = []
+    for i, cmd in enumerate(commands):
+        got = next((c for c in b.commands if c.n == i + 1), None)
+        if got is None:
+            return outs, f"the guest never ran command {i + 1} ({cmd}); console tail:\n{tail(b.console)}"
+        if got.status != "0":
+            return outs, (f"guest command {i + 1} ({' '.join(shown[i])}) ended with status {got.status}{under}; "
+                          f"its output:\n{tail(got.output)}")
+        outs.append(got.output)
+    return outs, None
+
+
+def guest_hashes(image: images.Image, bindir: Path, kernel: str) -> dict[str, str]:
+    """sha256 of the experiment's binaries and of the guest's Linux and initramfs."""
+    hashes = {f"{kernel}/{k}": v for k, v in build.binary_hashes(bindir / kernel).items()}
+    hashes["guest/linux"] = image.facts.get("LINUX_SHA256", "")
+    hashes["guest/initramfs"] = image.facts.get("INITRD_SHA256", "")
+    return hashes
+
+
 class QemuPlatform(Platform):
     name = "qemu"
     label = "QEMU-functional"
@@ -69,41 +119,19 @@ class QemuPlatform(Platform):
         arch = spec["arch"]
         t0 = time.monotonic()
         image = self.image(arch, log)
-        commands, shown = [], []
-        for r in spec.get("runs", []):
-            argv = [f"/trapline/bin/{exp.kernel}/{r['binary']}"] + kernel_args(exp, r, quick, sets)
-            commands.append(" ".join(argv))
-            shown.append([f"{exp.kernel}/{r['binary']}"] + argv[1:])
+        commands, shown = guest_commands(exp, spec, quick, sets)
         timeout = spec.get("boot_timeout_s", QUICK_BOOT_TIMEOUT_S if quick else FULL_BOOT_TIMEOUT_S)
         log(f"{exp.id}: booting the {arch} guest ({images.MACHINE[arch]}) with {len(commands)} command(s)")
-        b = images.boot(image, commands, timeout, log=log)
-        retried = False
-        if b.status != 0 and not images.reached_init(b):
-            # seen once here under heavy load: QEMU printed nothing at all; that is
-            # the emulator, not the experiment, so boot once more before failing
-            log(f"{exp.id}: the {arch} guest printed nothing before its init; booting it once more")
-            b = images.boot(image, commands, timeout, log=log)
-            retried = True
-        hashes = {f"{exp.kernel}/{k}": v for k, v in build.binary_hashes(self._bindirs[arch] / exp.kernel).items()}
-        hashes["guest/linux"] = image.facts.get("LINUX_SHA256", "")
-        hashes["guest/initramfs"] = image.facts.get("INITRD_SHA256", "")
+        b, retried = boot_once_more_if_silent(exp.id, image, commands, timeout, log)
+        hashes = guest_hashes(image, self._bindirs[arch], exp.kernel)
         raw = f"$ {b.qemu_cmdline}\n{b.console}\n--- boot.sh ---\n{b.stderr}"
         output = kernelio.KernelOutput()
         facts = {"arch": arch, "boot": b.facts, "boot_retried": retried,
                  "emulation_seconds": {c.argv: {"wall": c.wall_s, "user": c.user_s, "sys": c.sys_s}
                                        for c in b.commands}}
-        err = images.describe_failure(b, timeout)
-        if err is None:
-            for i, cmd in enumerate(commands):
-                got = next((c for c in b.commands if c.n == i + 1), None)
-                if got is None:
-                    err = f"the guest never ran command {i + 1} ({cmd}); console tail:\n{tail(b.console)}"
-                    break
-                if got.status != "0":
-                    err = (f"guest command {i + 1} ({' '.join(shown[i])}) ended with status {got.status}; "
-                           f"its output:\n{tail(got.output)}")
-                    break
-                output.extend(kernelio.parse(got.output))
+        outs, err = command_outputs(b, commands, shown, timeout)
+        for o in outs:
+            output.extend(kernelio.parse(o))
         run = PlatformRun(output, raw, shown, error=err, binaries=hashes, seconds=time.monotonic() - t0)
         run.facts = facts
         return run
