@@ -38,10 +38,26 @@ def _ns_header(e: dict) -> str:
     return "median ns/op"
 
 
+_LABEL_SKIP = {"variant", "n", "ops_per_sample", "median_sample_ns"}
+_STAT_PREFIXES = ("median_", "min_", "max_", "q1_", "q3_", "iqr_")
+
+
+def _params(g: dict) -> list[str]:
+    return [k for k in g if k not in _LABEL_SKIP and not k.startswith(_STAT_PREFIXES)]
+
+
 def _group_label(g: dict) -> str:
-    skip = {"variant", "n", "ops_per_sample", "median_sample_ns"}
-    params = [f"{k}={v}" for k, v in g.items() if k not in skip and not k.startswith(("median_", "min_", "max_", "q1_", "q3_", "iqr_"))]
-    return " ".join([g["variant"]] + params)
+    return " ".join([g["variant"]] + [f"{k}={g[k]}" for k in _params(g)])
+
+
+def _short_labels(gs: list[dict], width: int = 44) -> list[str]:
+    """Plot labels: the variant and only the parameters that differ between the
+    groups (the tables keep every parameter), wrapped to `width` characters."""
+    import textwrap
+    keys = list(dict.fromkeys(k for g in gs for k in _params(g)))
+    varying = [k for k in keys if len({str(g.get(k)) for g in gs}) > 1]
+    return ["\n".join(textwrap.wrap(" ".join([g["variant"]] + [f"{k}={g[k]}" for k in varying if k in g]), width))
+            for g in gs]
 
 
 # ------------------------------------------------------------------- plots
@@ -56,9 +72,12 @@ def _plot_entry(entry: dict, spec: dict):
         return None
     stat = spec.get("stat", "ns_per_op")
     key = "median_" + stat
-    fig, ax = plt.subplots(figsize=(7.5, 3.6), dpi=110)
     x = spec.get("x")
-    if x and any(x in g for g in gs):
+    bars = not (x and any(x in g for g in gs))
+    labels = _short_labels([g for g in gs if key in g]) if bars else []
+    height = max(3.6, 0.75 + sum(0.22 * (l.count("\n") + 1) + 0.12 for l in labels))
+    fig, ax = plt.subplots(figsize=(7.5, height), dpi=110)
+    if not bars:
         # groups without the x parameter (e.g. glibc beside the chunk sizes)
         # are drawn as dashed reference lines
         for g in gs:
@@ -79,11 +98,13 @@ def _plot_entry(entry: dict, spec: dict):
         ax.set_xlabel(x)
         ax.legend(fontsize=8)
     else:
-        labels = [_group_label(g) for g in gs if key in g]
         vals = [g[key] for g in gs if key in g]
         ax.barh(range(len(vals)), vals, color="#4c72b0")
         ax.set_yticks(range(len(vals)), labels, fontsize=7)
         ax.invert_yaxis()
+        for i, v in enumerate(vals):  # the median, written at the end of its bar
+            ax.annotate(analysis.fmt(v), (v, i), xytext=(3, 0), textcoords="offset points", va="center", fontsize=7)
+        ax.margins(x=0.15)
     line_plot = bool(x) and ax.get_legend() is not None
     if spec.get("logy"):
         (ax.set_yscale if line_plot else ax.set_xscale)("log")
@@ -228,9 +249,42 @@ def _markdown(summary, entries, manifest, exps) -> str:
             L.append(f"- warning: {w}")
         if e.get("commands"):
             L += ["Commands:", ""] + [f"    {' '.join(c)}" for c in e["commands"][:10]] + [""]
-    L += ["## Manifest", "", f"Host: {manifest['platforms'].get('host', {})}", "",
-          f"Compilers: {manifest['compilers']}", "", "## How to cite", "", citation(manifest), ""]
+    L += ["## Manifest", "", "Platforms (all inputs, versions and hashes: manifest.json):", ""]
+    L += [f"- {line}" for line in platform_lines(manifest)]
+    L += ["", f"Compilers: {manifest['compilers']}", "", "## How to cite", "", citation(manifest), ""]
     return "\n".join(L)
+
+
+def platform_lines(manifest: dict) -> list[str]:
+    """One line per platform that produced an entry: what it ran on (the manifest
+    has the rest)."""
+    out = []
+    for name, f in sorted(manifest.get("platforms", {}).items()):
+        if not f:
+            continue
+        if name == "host":
+            out.append(f"host: {f.get('cpu', '?')}, {f.get('cores', '?')} cores, {f.get('kernel', '?')}, "
+                       f"{f.get('compiler', '?')}")
+        elif name == "qemu":
+            for arch, a in sorted(f.items()):
+                out.append(f"QEMU-functional ({arch}): {a.get('qemu', '?')}, {a.get('machine', '?')}, "
+                           f"guest Linux sha256 {str(a.get('linux_sha256') or '-')[:12]}, "
+                           f"initramfs sha256 {str(a.get('initrd_sha256') or '-')[:12]}")
+        elif name == "model":
+            plugin = Path(f["plugin"]).parent.name[:12] if f.get("plugin") else "-"
+            out.append(f"timing model: plugin build {plugin}" +
+                       "".join(f"; user mode: {v}" for v in f.get("qemu", {}).values()))
+            for arch, g in sorted(f.get("guests", {}).items()):
+                out.append(f"timing model guest ({arch}): {g.get('qemu', '?')}, {g.get('machine', '?')}, "
+                           f"guest Linux sha256 {str(g.get('linux_sha256') or '-')[:12]}, "
+                           f"initramfs sha256 {str(g.get('initrd_sha256') or '-')[:12]}")
+            for m in f.get("machines", {}).values():
+                sets = f" with {', '.join(m['sets'])}" if m.get("sets") else ""
+                out.append(f"timing model machine: {m.get('summary', m.get('name'))}{sets} "
+                           f"({m.get('file')}, sha256 {str(m.get('file_sha256') or '-')[:12]})")
+        else:
+            out.append(f"{name}: {f}")
+    return out
 
 
 def _img(png: bytes) -> str:
@@ -272,7 +326,6 @@ def _html(summary, entries, manifest, exps, plots, overview) -> str:
 {f'<ul class=warn>{warns}</ul>' if warns else ''}
 {f'<details><summary>commands</summary><pre>{cmds}</pre></details>' if cmds else ''}
 </section>""")
-    host = manifest["platforms"].get("host", {})
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>trapline {esc(summary['run_id'])}</title>
 <style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}}
 table{{border-collapse:collapse;font-size:13px;margin:.5em 0}}td,th{{border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:top}}
@@ -280,7 +333,8 @@ table{{border-collapse:collapse;font-size:13px;margin:.5em 0}}td,th{{border:1px 
 <h1>trapline report</h1>
 <p>Run <b>{esc(summary['run_id'])}</b>: <code>{esc(summary['command'])}{' --quick' if summary['quick'] else ''}</code>,
 finished {esc(summary['finished'])}, commit {esc(manifest['git']['describe'])}.
-Host: {esc(str(host.get('cpu', '-')))}, {esc(str(host.get('kernel', '-')))}.</p>
+</p>
+<p class="note">{'<br>'.join(esc(l) for l in platform_lines(manifest))}</p>
 <p>{'<br>'.join(esc(PLATFORM_MEANING[p]) for p in sorted({e['platform'] for e in entries}))}</p>
 <p>{esc(', '.join(f'{n} {s}' for s, n in summary['counts'].items()))}</p>
 <table><tr><th>experiment</th><th>platform</th><th>headline</th><th>claimed</th><th>reproduced</th><th>reproduced / claimed</th><th>status</th><th>note</th></tr>
