@@ -8,6 +8,10 @@
     images [--arch A ...]                  build the guest images (cached)
     simulate --machine M [--set k=v ...] --arch A -- PROGRAM [ARGS]
                                            run any static program under the timing model
+    sensitivity ID [--param PATH ...] [--factors 0.5,2] [--quick]
+                                           the modelled headline against scaled machine parameters
+    gem5 --machine M [--set k=v ...] [-o FILE]
+                                           a machine as JSON for gem5_configs/run_se.py
     test [pytest args]                     the test suite
 
 Bad input exits 2 with one line that names the valid choices.
@@ -67,6 +71,20 @@ def parser() -> argparse.ArgumentParser:
     sm.add_argument("--arch", required=True, help="x86_64, sparc64 or armv6")
     sm.add_argument("--set", action="append", metavar="PATH=VALUE", help="override a machine field, e.g. caches.l1d.size=16kB")
     sm.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS]")
+    g = sub.add_parser("gem5", help="write a machine description as JSON for gem5_configs/run_se.py (docs/gem5.md)")
+    g.add_argument("--machine", required=True, help="a machine name (gem5_configs/machines/) or a YAML file")
+    g.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
+                   help="override a machine field, e.g. caches.l1d.size=64kB")
+    g.add_argument("-o", "--output", metavar="FILE", help="write the JSON here (default: standard output)")
+    se = sub.add_parser("sensitivity", help="how much an experiment's modelled headline moves when one machine "
+                                            "parameter is scaled (default: the machine's assumed ones)")
+    se.add_argument("id")
+    se.add_argument("--machine", help="a machine name or YAML file (default: the experiment's)")
+    se.add_argument("--param", action="append", default=[], metavar="PATH",
+                    help="a machine field to scale, e.g. memory.latency (repeatable; default: the assumed ones)")
+    se.add_argument("--factors", default="0.5,2", help="comma-separated factors (default 0.5,2)")
+    se.add_argument("--quick", action="store_true", help="small sizes")
+    se.add_argument("--json", action="store_true", help="print the result as JSON instead of a table")
     t = sub.add_parser("test", help="run the test suite")
     t.add_argument("pytest_args", nargs=argparse.REMAINDER)
     return p
@@ -157,6 +175,16 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({"machine": m.name, "sets": list(m.sets), "program": prog, "exit_status": status,
                               "stats": stats}, indent=2))
             return 0 if status == 0 else 1
+        if args.command == "sensitivity":
+            from trapline import sensitivity
+            res = sensitivity.sweep(args.id, args.machine, args.param, sensitivity.parse_factors(args.factors),
+                                    args.quick, log=runner.Progress(sys.stderr))
+            print(json.dumps(res, indent=2) if args.json else sensitivity.table(res))
+            return 0
+        if args.command == "gem5":
+            from trapline import gem5
+            gem5.write(args.machine, args.set, args.output)
+            return 0
         if args.command == "test":
             return subprocess.call([sys.executable, "-m", "pytest", *args.pytest_args], cwd=results.ROOT)
     except UsageError as e:

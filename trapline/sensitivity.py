@@ -1,0 +1,114 @@
+"""How much a modelled figure rests on one machine parameter.
+
+    ./run.sh sensitivity ID [--machine M] [--param PATH ...] [--factors 0.5,2] [--quick]
+
+Runs the experiment on the model platform once as described, then once per
+(parameter, factor) with that parameter scaled (`--set PATH=<value x factor>`,
+in the field's own unit), and prints one markdown table: the headline of each
+run and its change against the baseline. Without --param the parameters are
+the machine's *assumed* ones (no source was found for them, docs/machines.md):
+so a reader sees at once whether an unsourced number matters to a claim.
+
+Every scaled machine is loaded (and so checked) before anything runs; a bad
+experiment, parameter or factor exits 2 naming the valid choices. The runs
+go to a temporary results directory: nothing is added to results/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+
+from trapline import analysis, experiment, machine as machines, platforms, runner
+from trapline.errors import UsageError
+
+_NUM = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
+
+
+def scaled(value, factor: float, where: str) -> str:
+    """'150ns' x 2 -> '300ns'; 1.0 x 0.5 -> '0.5' (the field's own unit kept)."""
+    m = _NUM.match(str(value))
+    if not m or isinstance(value, bool):
+        raise UsageError(f"--param {where}: '{value}' is not a number that can be scaled")
+    return f"{float(m.group(1)) * factor:.6g}{m.group(2)}"
+
+
+def parse_factors(text: str) -> list[float]:
+    try:
+        fs = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        fs = []
+    if not fs or any(not f > 0 for f in fs):
+        raise UsageError(f"--factors takes positive numbers separated by commas, e.g. 0.5,2 (got '{text}')")
+    return fs
+
+
+def plan(exp_id: str, machine: str | None, params: list[str], factors: list[float]):
+    """(experiment, machine, [(param, factor, value)]) with every scaled machine checked."""
+    exps = experiment.load_all()
+    exp = experiment.get(exp_id, exps)
+    if "model" not in exp.data.get("platforms", {}):
+        with_model = sorted(e for e, x in exps.items() if "model" in x.data.get("platforms", {}))
+        raise UsageError(f"experiment '{exp_id}' has no model platform; experiments with one: {', '.join(with_model)}")
+    m = machines.load(machine or exp.platform("model")["machine"])
+    sources = m.sources()
+    if not params:
+        params = sorted(k for k, v in sources.items() if v.startswith("assumed"))
+        if not params:
+            raise UsageError(f"machine '{m.name}' has no assumed parameters; name some with --param PATH "
+                             f"(its numbers: {', '.join(sorted(sources))})")
+    cases = []
+    for p in params:
+        if p not in sources:
+            raise UsageError(f"--param {p}: machine '{m.name}' has no such number; valid: {', '.join(sorted(sources))}")
+        for f in factors:
+            v = scaled(m.raw(p), f, p)
+            machines.load(machine or m.name, [f"{p}={v}"])  # a scaled value the checks refuse fails here
+            cases.append((p, f, v))
+    return exp, m, cases
+
+
+def _headline(run_dir: Path, exp_id: str) -> dict:
+    e = json.loads((run_dir / "entries" / f"{exp_id}.model.json").read_text())
+    return {"reproduced": e.get("reproduced"), "status": e["status"], "metric": e["metric"],
+            "claimed": e.get("claimed")}
+
+
+def sweep(exp_id: str, machine: str | None = None, params: list[str] | None = None,
+          factors: list[float] = (0.5, 2.0), quick: bool = False, log=None) -> dict:
+    exp, m, cases = plan(exp_id, machine, list(params or []), list(factors))
+    if machine:
+        platforms.OPTIONS["machine"] = machine
+    old = os.environ.get("TRAPLINE_RESULTS")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="trapline-sensitivity-") as tmp:
+        os.environ["TRAPLINE_RESULTS"] = tmp
+        try:
+            base = _headline(runner.execute("run", [exp_id], "model", quick, {}, fresh=True, log=log), exp_id)
+            for p, f, v in cases:
+                h = _headline(runner.execute("run", [exp_id], "model", quick, {p: v}, fresh=True, log=log), exp_id)
+                change = (h["reproduced"] / base["reproduced"] - 1) if h["reproduced"] and base["reproduced"] else None
+                rows.append({"param": p, "factor": f, "value": v, "baseline_value": str(m.raw(p)),
+                             "source": m.sources()[p], **h, "change": change})
+        finally:
+            if old is None:
+                os.environ.pop("TRAPLINE_RESULTS", None)
+            else:
+                os.environ["TRAPLINE_RESULTS"] = old
+    return {"experiment": exp_id, "machine": m.name, "quick": quick, "baseline": base, "rows": rows}
+
+
+def table(result: dict) -> str:
+    b = result["baseline"]
+    out = [f"{result['experiment']} on {result['machine']} (timing model{', quick' if result['quick'] else ''}): "
+           f"{b['metric']}, claimed {analysis.fmt(b['claimed'])}, baseline {analysis.fmt(b['reproduced'])} "
+           f"({b['status']})", "",
+           "| parameter | as described | scaled | headline | change | status |", "|---|---|---|---|---|---|"]
+    for r in result["rows"]:
+        ch = "-" if r["change"] is None else f"{r['change'] * 100:+.1f}%"
+        out.append(f"| `{r['param']}` | {r['baseline_value']} | x{r['factor']:g} = {r['value']} | "
+                   f"{analysis.fmt(r['reproduced'])} | {ch} | {r['status']} |")
+    return "\n".join(out) + "\n"
