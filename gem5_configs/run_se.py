@@ -1,0 +1,90 @@
+"""Run a static program in gem5's SE mode on a trapline machine.
+
+    python -m trapline.gem5 --machine x86-2012-server -o machine.json      # trapline side
+    gem5 gem5_configs/run_se.py --params machine.json [--cpu timing|minor|o3] -- PROGRAM [ARGS]
+
+``gem5`` is a gem5 binary built for the machine's ISA (build/X86/gem5.opt,
+build/SPARC/gem5.opt, build/ARM/gem5.opt, or build/ALL/gem5.opt). The machine
+comes as JSON, so gem5's embedded Python needs nothing beyond the standard
+library. The script prints the fields gem5 does not model (the notes), runs
+the program to its exit, and prints where stats.txt is (gem5's --outdir,
+m5out by default; gem5 writes it as it exits, src/python/m5/simulate.py
+registers stats.dump with atexit); the parameters it ran with are written
+beside it as trapline-params.json.
+
+gem5 API used here, checked against the gem5 sources (v23/v24 stdlib):
+
+    m5.options.outdir           gem5's output directory (as read by configs/example/gem5_library scripts)
+    BinaryResource(local_path)  src/python/gem5/resources/resource.py
+    board.set_se_binary_workload(binary=..., arguments=[...])
+                                src/python/gem5/components/boards/se_binary_workload.py
+    Simulator(board=...).run(), get_current_tick(), get_last_exit_event_cause()
+                                src/python/gem5/simulate/simulator.py
+    CPUTypes                    src/python/gem5/components/processors/cpu_types.py
+"""
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import m5
+
+from gem5.components.processors.cpu_types import CPUTypes
+from gem5.resources.resource import BinaryResource
+from gem5.simulate.simulator import Simulator
+
+from trapline_gem5.board import TraplineBoard
+from trapline_gem5.params import Gem5Params
+
+CPU_TYPES = {"timing": CPUTypes.TIMING, "minor": CPUTypes.MINOR, "o3": CPUTypes.O3}
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(
+        prog="gem5 gem5_configs/run_se.py",
+        description="Run a static program in SE mode on a trapline machine (JSON from python -m trapline.gem5).")
+    ap.add_argument("--params", required=True, help="machine JSON written by python -m trapline.gem5")
+    ap.add_argument("--cpu", choices=sorted(CPU_TYPES), default="timing",
+                    help="gem5 CPU model: timing (default; not pipelined), minor (in-order pipeline), o3")
+    ap.add_argument("--mem-size", default=None, help="simulated memory size (default from the JSON, 512MiB)")
+    ap.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS]")
+    args = ap.parse_args(argv)
+    args.program = args.program[1:] if args.program[:1] == ["--"] else args.program
+    if not args.program:
+        ap.error("needs a program after --: run_se.py --params machine.json -- PROGRAM [ARGS]")
+    if not os.path.isfile(args.program[0]):
+        ap.error(f"program '{args.program[0]}' is not a file")
+    return args
+
+
+def main(argv):
+    args = parse_args(argv)
+    with open(args.params) as f:
+        params = Gem5Params.from_json(f.read())
+
+    for n in params.notes:
+        print(f"trapline: not modelled by gem5: {n.field} = {n.value}: {n.text}", file=sys.stderr)
+
+    board = TraplineBoard(params, cpu_type=CPU_TYPES[args.cpu], mem_size=args.mem_size)
+    board.set_se_binary_workload(
+        binary=BinaryResource(local_path=os.path.abspath(args.program[0])),
+        arguments=list(args.program[1:]),
+    )
+
+    outdir = m5.options.outdir
+    os.makedirs(outdir, exist_ok=True)
+    with open(os.path.join(outdir, "trapline-params.json"), "w") as f:
+        f.write(params.to_json())
+
+    simulator = Simulator(board=board)
+    simulator.run()
+    print(f"trapline: {params.machine} ({args.cpu} CPU) exited @ tick {simulator.get_current_tick()}: "
+          f"{simulator.get_last_exit_event_cause()}", file=sys.stderr)
+    print(os.path.join(outdir, "stats.txt"))
+
+
+# gem5 runs a config script with __name__ == "__m5_main__" (src/python/m5/main.py).
+if __name__ in ("__m5_main__", "__main__"):
+    main(sys.argv[1:])

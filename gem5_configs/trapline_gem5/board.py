@@ -1,0 +1,84 @@
+"""TraplineBoard: a SimpleBoard (SE mode) for one trapline machine.
+
+gem5 API used here, checked against the gem5 sources (v23/v24 stdlib):
+
+    SimpleBoard         src/python/gem5/components/boards/simple_board.py
+                        (clk_freq, processor, memory, cache_hierarchy; SE mode only;
+                        set_se_binary_workload from se_binary_workload.py)
+    System.cache_line_size
+                        src/sim/System.py (Param.Unsigned(64, "Cache line size in bytes")); the
+                        board is a System, and every classic cache takes its block size from it
+                        (BaseTags.block_size = Parent.cache_line_size, src/mem/cache/tags/Tags.py)
+    SimpleProcessor     src/python/gem5/components/processors/simple_processor.py
+                        (cpu_type, num_cores, isa)
+    CPUTypes            src/python/gem5/components/processors/cpu_types.py (TIMING, MINOR, O3)
+    ISA                 src/python/gem5/isas.py (X86, SPARC, ARM)
+    core.get_mmu(), core.get_simobject()
+                        src/python/gem5/components/processors/base_cpu_core.py
+    fetchBufferSize     src/cpu/o3/BaseO3CPU.py (Param.Unsigned(64, "Fetch buffer size in bytes"))
+    mmu.itb / mmu.dtb   src/arch/generic/BaseMMU.py; their ``size``: src/arch/x86/X86TLB.py,
+                        src/arch/sparc/SparcTLB.py, src/arch/arm/ArmTLB.py
+    mmu.l2_shared       src/arch/arm/ArmMMU.py (ARM's shared second-level TLB)
+    warn                m5.util (as imported by simple_processor.py)
+"""
+
+from typing import Optional
+
+from m5.util import warn
+
+from gem5.components.boards.simple_board import SimpleBoard
+from gem5.components.processors.cpu_types import CPUTypes
+from gem5.components.processors.simple_processor import SimpleProcessor
+from gem5.isas import ISA
+
+from .cache_hierarchy import TraplineCacheHierarchy
+from .memory import TraplineMemory
+from .params import Gem5Params
+
+O3_FETCH_BUFFER = 64  # BaseO3CPU.fetchBufferSize default, bytes (src/cpu/o3/BaseO3CPU.py)
+
+
+class TraplineBoard(SimpleBoard):
+    """One core of a trapline machine, its caches and its memory, in SE mode.
+
+    Example (ultrasparc-t1): clock "1.2GHz", ISA.SPARC, one TIMING core with
+    64-entry instruction and data TLBs, 16-byte lines (the L1D's), L1I "16KiB"
+    4-way, L1D "8KiB" 4-way, L2 "3MiB" 12-way, and a SimpleMemory.
+    """
+
+    def __init__(self, params: Gem5Params, cpu_type: CPUTypes = CPUTypes.TIMING,
+                 mem_size: Optional[str] = None) -> None:
+        """
+        :param params: the machine (``Gem5Params.from_json(open("machine.json").read())``).
+        :param cpu_type: CPUTypes.TIMING (not pipelined: every instruction waits for its
+            fetch and its data access), CPUTypes.MINOR (in-order pipeline) or CPUTypes.O3.
+        :param mem_size: simulated memory size (default params.memory.size, "512MiB").
+        """
+        processor = SimpleProcessor(cpu_type=cpu_type, num_cores=1, isa=ISA[params.isa])
+        super().__init__(
+            clk_freq=params.clock,
+            processor=processor,
+            memory=TraplineMemory(params.memory, size=mem_size),
+            cache_hierarchy=TraplineCacheHierarchy(params),
+        )
+        self._trapline_params = params
+        self.cache_line_size = params.cache_line_size
+        for core in processor.get_cores():
+            self._set_tlbs(core.get_mmu(), params)
+            if cpu_type == CPUTypes.O3 and params.cache_line_size < O3_FETCH_BUFFER:
+                # O3's fetch buffer (64 bytes) may not exceed a cache line: its fetch
+                # stage stops with "fetch buffer size ... is greater than the cache
+                # block size" (src/cpu/o3/fetch.cc) on 32- and 16-byte lines.
+                core.get_simobject().fetchBufferSize = params.cache_line_size
+
+    @staticmethod
+    def _set_tlbs(mmu, params: Gem5Params) -> None:
+        """TLB entries: mmu.itb.size, mmu.dtb.size, and ARM's main TLB (mmu.l2_shared.size)."""
+        mmu.itb.size = params.tlb.itb_size
+        mmu.dtb.size = params.tlb.dtb_size
+        if params.tlb.l2_size is not None:
+            try:
+                mmu.l2_shared.size = params.tlb.l2_size
+            except AttributeError:
+                warn(f"this gem5's {type(mmu).__name__} has no l2_shared TLB; "
+                     f"tlb.stlb.entries ({params.tlb.l2_size}) is not applied")

@@ -1,0 +1,183 @@
+"""TraplineCacheHierarchy: a trapline machine's caches as gem5 classic caches.
+
+gem5 API used here, checked against the gem5 sources (v23/v24 stdlib):
+
+    m5.objects.Cache, LRURP         src/mem/cache/Cache.py (size, assoc, tag_latency, data_latency,
+                                    response_latency, mshrs, tgts_per_mshr, write_buffers,
+                                    writeback_clean, clusivity, replacement_policy, cpu_side, mem_side);
+                                    src/mem/cache/replacement_policies/ReplacementPolicies.py (LRURP)
+    m5.objects.L2XBar, SystemXBar,  src/mem/XBar.py (width, frontend_latency, forward_latency,
+      BaseXBar                      response_latency, cpu_side_ports, mem_side_ports, default,
+                                    snoop_filter.max_capacity)
+    m5.objects.BadAddr              src/dev/Device.py (the memory bus's default responder, as the
+                                    stdlib's PrivateL1CacheHierarchy does)
+    m5.objects.Port                 imported from m5.objects by the stdlib's
+                                    abstract_classic_cache_hierarchy.py
+    AbstractClassicCacheHierarchy   src/python/gem5/components/cachehierarchies/classic/
+                                    abstract_classic_cache_hierarchy.py (get_mem_side_port,
+                                    get_cpu_side_port; is_ruby() is False there)
+    AbstractCacheHierarchy          .../cachehierarchies/abstract_cache_hierarchy.py (incorporate_cache)
+    MMUCache                        .../cachehierarchies/classic/caches/mmu_cache.py (page-walk caches)
+    AbstractBoard                   src/python/gem5/components/boards/abstract_board.py
+                                    (connect_system_port, get_memory, get_processor, has_coherent_io)
+    core.connect_icache/dcache/walker_ports/interrupt, core.get_mmu
+                                    src/python/gem5/components/processors/base_cpu_core.py
+    BaseMMU.walkerPorts()           src/arch/generic/BaseMMU.py ([] for an MMU without table
+                                    walkers, e.g. SparcMMU; X86MMU and ArmMMU list theirs)
+    ISA                             src/python/gem5/isas.py
+    overrides                       src/python/gem5/utils/override.py
+
+The caches are plain ``Cache`` objects rather than the stdlib's L1DCache /
+L1ICache / L2Cache, which attach a StridePrefetcher by default: the machine
+descriptions have no hardware prefetcher.
+"""
+
+from typing import Dict, Optional
+
+from m5.objects import BadAddr, BaseXBar, Cache, L2XBar, LRURP, Port, SystemXBar
+
+from gem5.components.boards.abstract_board import AbstractBoard
+from gem5.components.cachehierarchies.abstract_cache_hierarchy import AbstractCacheHierarchy
+from gem5.components.cachehierarchies.classic.abstract_classic_cache_hierarchy import (
+    AbstractClassicCacheHierarchy,
+)
+from gem5.components.cachehierarchies.classic.caches.mmu_cache import MMUCache
+from gem5.isas import ISA
+from gem5.utils.override import overrides
+
+from .params import WALK_CACHE_SIZE, CacheLevel, Gem5Params, XBarParams, snoop_filter_capacity
+
+_XBARS = {"L2XBar": L2XBar, "SystemXBar": SystemXBar}
+_REPLACEMENT = {"LRURP": LRURP}
+
+
+def make_cache(level: CacheLevel) -> Cache:
+    """One classic cache from a CacheLevel, e.g. CacheLevel(size="32KiB", assoc=8, ...)."""
+    return Cache(
+        size=level.size,
+        assoc=level.assoc,
+        tag_latency=level.tag_latency,
+        data_latency=level.data_latency,
+        response_latency=level.response_latency,
+        mshrs=level.mshrs,
+        tgts_per_mshr=level.tgts_per_mshr,
+        write_buffers=level.write_buffers,
+        writeback_clean=level.writeback_clean,
+        clusivity=level.clusivity,
+        replacement_policy=_REPLACEMENT[level.replacement_policy](),
+    )
+
+
+def make_xbar(xbar: XBarParams, snoop_capacity: str) -> BaseXBar:
+    """A crossbar with the latencies the parameters account for, and a snoop
+    filter (CoherentXBar.snoop_filter, SnoopFilter.max_capacity in src/mem/XBar.py)
+    large enough for every line cached above it, e.g. "64MiB" below a 32 MB L3."""
+    bus = _XBARS[xbar.kind](
+        width=xbar.width,
+        frontend_latency=xbar.frontend_latency,
+        forward_latency=xbar.forward_latency,
+        response_latency=xbar.response_latency,
+    )
+    bus.snoop_filter.max_capacity = snoop_capacity
+    return bus
+
+
+class TraplineCacheHierarchy(AbstractClassicCacheHierarchy):
+    """Private L1I and L1D, an optional L2 and an optional L3, and a memory bus,
+    for one core, with the sizes, associativities and latencies of a trapline
+    machine.
+
+    Example (x86-2012-server): L1I and L1D "32KiB" 8-way (4-cycle hits), L2
+    "256KiB" 8-way (12-cycle load-to-use), L3 "20MiB" 20-way (30 cycles), all
+    with 64-byte lines (the board's cache_line_size), and a SystemXBar to the
+    memory. The L1s talk to the L2 through an L2XBar, the L2 to the L3 through
+    another; without an L2 the L1s sit on the memory bus.
+    """
+
+    def __init__(self, params: Gem5Params, membus: Optional[BaseXBar] = None) -> None:
+        """
+        :param params: the machine's parameters (``trapline_gem5.params.from_machine``
+            or ``Gem5Params.from_json``); its caches give each level's size ("32KiB"),
+            assoc (8), tag/data/response latencies in cycles (1, 4, 1), clusivity and
+            writeback_clean.
+        :param membus: the memory bus; by default a SystemXBar with params.membus
+            (width 64 bytes, latencies 3/4/2 cycles), a snoop filter sized for the
+            caches above it, and a BadAddr default responder.
+        """
+        AbstractClassicCacheHierarchy.__init__(self=self)
+        self._params = params
+        if membus is None:
+            membus = make_xbar(params.membus, snoop_filter_capacity(params, "membus"))
+            membus.badaddr_responder = BadAddr()
+            membus.default = membus.badaddr_responder.pio
+        self.membus = membus
+
+    @overrides(AbstractClassicCacheHierarchy)
+    def get_mem_side_port(self) -> Port:
+        return self.membus.mem_side_ports
+
+    @overrides(AbstractClassicCacheHierarchy)
+    def get_cpu_side_port(self) -> Port:
+        return self.membus.cpu_side_ports
+
+    def levels(self) -> Dict[str, Cache]:
+        """The caches built by incorporate_cache, by level name (l1i, l1d, l2, l3)."""
+        out = {"l1i": self.l1icache, "l1d": self.l1dcache}
+        if self._params.l2 is not None:
+            out["l2"] = self.l2cache
+        if self._params.l3 is not None:
+            out["l3"] = self.l3cache
+        return out
+
+    @overrides(AbstractCacheHierarchy)
+    def incorporate_cache(self, board: AbstractBoard) -> None:
+        p = self._params
+        cores = board.get_processor().get_cores()
+        if len(cores) != 1:
+            raise ValueError(f"TraplineCacheHierarchy models one core, the processor has {len(cores)}")
+        if board.has_coherent_io():
+            raise ValueError("TraplineCacheHierarchy is for SE mode on a SimpleBoard (no coherent I/O)")
+        core = cores[0]
+
+        # Functional accesses from the simulator, and the memory behind the bus.
+        board.connect_system_port(self.membus.cpu_side_ports)
+        for _, port in board.get_memory().get_mem_ports():
+            self.membus.mem_side_ports = port
+
+        self.l1icache = make_cache(p.l1i)
+        self.l1dcache = make_cache(p.l1d)
+        core.connect_icache(self.l1icache.cpu_side)
+        core.connect_dcache(self.l1dcache.cpu_side)
+
+        # Top down: the bus the L1s (and the page-walk caches) send their misses to.
+        l1_bus = self.membus
+        if p.l2 is not None:
+            self.l2bus = make_xbar(p.cache_bus, snoop_filter_capacity(p, "l2bus"))
+            self.l2cache = make_cache(p.l2)
+            self.l2bus.mem_side_ports = self.l2cache.cpu_side
+            l1_bus = self.l2bus
+            if p.l3 is not None:
+                self.l3bus = make_xbar(p.cache_bus, snoop_filter_capacity(p, "l3bus"))
+                self.l3cache = make_cache(p.l3)
+                self.l2cache.mem_side = self.l3bus.cpu_side_ports
+                self.l3bus.mem_side_ports = self.l3cache.cpu_side
+                self.l3cache.mem_side = self.membus.cpu_side_ports
+            else:
+                self.l2cache.mem_side = self.membus.cpu_side_ports
+        self.l1icache.mem_side = l1_bus.cpu_side_ports
+        self.l1dcache.mem_side = l1_bus.cpu_side_ports
+
+        # Page-table walkers (x86, ARM) get small caches like the stdlib's; an MMU
+        # without walkers (SPARC) has none, and a cache with an unconnected port
+        # is a fatal error (BaseCache::init).
+        if type(core.get_mmu()).walkerPorts():
+            self.iptw_cache = MMUCache(size=WALK_CACHE_SIZE)
+            self.dptw_cache = MMUCache(size=WALK_CACHE_SIZE)
+            self.iptw_cache.mem_side = l1_bus.cpu_side_ports
+            self.dptw_cache.mem_side = l1_bus.cpu_side_ports
+            core.connect_walker_ports(self.iptw_cache.cpu_side, self.dptw_cache.cpu_side)
+
+        if board.get_processor().get_isa() == ISA.X86:
+            core.connect_interrupt(self.membus.mem_side_ports, self.membus.cpu_side_ports)
+        else:
+            core.connect_interrupt()

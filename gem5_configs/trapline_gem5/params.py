@@ -1,0 +1,623 @@
+"""Gem5Params: a trapline machine description as the numbers gem5 needs.
+
+Pure Python: no gem5, no trapline import. ``from_machine`` takes a loaded
+``trapline.machine.Machine`` (it reads ``.data`` and ``.sets``) or the
+machine's data dict, converts its units the way trapline does (kB = 1024
+bytes; a time in ns becomes cycles at the machine's clock, rounded half up),
+and returns a ``Gem5Params``:
+
+    >>> p = from_machine(machine.load("x86-2012-server"))
+    >>> p.l1d.size, p.l1d.assoc, p.l1d.latency_cycles
+    ('32KiB', 8, 4)
+    >>> p.clock, p.isa, p.memory.latency_cycles, p.memory.path_cycles, p.memory.latency
+    ('2.6GHz', 'X86', 234, 24, '80769ps')
+
+Every field of the machine either sets a gem5 parameter (``mapped``: field ->
+the gem5 parameter) or is recorded in ``notes`` (field, value, what gem5 does
+instead). A field is never dropped silently: whatever this module does not
+know is noted as unused (``_cover``).
+
+Sizes are written with binary prefixes ("32KiB", "2MiB"): gem5 reads "32kB" as
+32768 bytes too, but since v24 its ``m5.util.convert.toMemorySize`` warns that
+a base-10 prefix "will be cast to base 2"; "KiB" means the same in every
+version and warns in none.
+
+Latencies. A machine gives load-to-use hit latencies. In gem5's classic cache
+(src/mem/cache/base.cc, BaseCache::calculateAccessLatency and the timing
+paths) a hit costs max(tag_latency, data_latency); a miss costs the
+tag_latency on the way down and the response_latency on the way back, and
+each crossbar on the path adds frontend + forward latency to a request and
+response latency + one cycle per ``width`` bytes of the line to a response
+(src/mem/XBar.py). So each level gets tag_latency = response_latency = 1 and
+a data_latency that makes the load-to-use of an isolated load equal the
+machine's figure; the memory (SimpleMemory.latency) gets what remains of
+memory.latency after the whole path. The CPU model adds its own pipeline
+cycles on top.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Dict, List, Optional
+
+FORMAT = 1
+
+# gem5.isas.ISA member names (src/python/gem5/isas.py: X86 = "x86", SPARC = "sparc", ARM = "arm").
+ISA_OF_ARCH = {"x86_64": "X86", "sparc64": "SPARC", "armv6": "ARM"}
+
+# Page sizes fixed in gem5: X86ISA/ArmISA PageShift = 12, SparcISA PageShift = 13
+# (src/arch/x86/page_size.hh, src/arch/arm/page_size.hh, src/arch/sparc/page_size.hh).
+PAGE_BYTES = {"X86": 4096, "ARM": 4096, "SPARC": 8192}
+PAGE_SOURCE = {"X86": "src/arch/x86/page_size.hh", "ARM": "src/arch/arm/page_size.hh",
+               "SPARC": "src/arch/sparc/page_size.hh"}
+
+# The TLB SimObjects whose `size` is set (mmu.itb, mmu.dtb).
+TLB_SOURCE = {"X86": "X86TLB.size, src/arch/x86/X86TLB.py", "SPARC": "SparcTLB.size, src/arch/sparc/SparcTLB.py",
+              "ARM": "ArmTLB.size, src/arch/arm/ArmTLB.py"}
+
+# SparcISA::NWindows = 8, a constant (src/arch/sparc/sparc_traits.hh).
+SPARC_NWINDOWS = 8
+
+# Fixed per-cache choices (src/mem/cache/Cache.py has no defaults for these).
+TAG_LATENCY = 1          # cycles; a miss pays this before going down
+RESPONSE_LATENCY = 1     # cycles; a fill pays this on the way back up
+L1_MSHRS, L1_TGTS = 16, 20      # the stdlib's L1DCache defaults (caches/l1dcache.py)
+LOWER_MSHRS, LOWER_TGTS = 20, 12  # the stdlib's L2Cache defaults (caches/l2cache.py)
+WRITE_BUFFERS = 8        # BaseCache.write_buffers default (src/mem/cache/Cache.py)
+
+# Page-walk caches for ISAs with table walkers, as in the stdlib's classic hierarchies.
+WALK_CACHE_SIZE = "8KiB"
+WALK_CACHE_BYTES = 8192
+
+# SnoopFilter.max_capacity defaults to "8MiB" (src/mem/XBar.py), and a filter that
+# tracks more lines than that panics ("snoop filter exceeded capacity",
+# src/mem/snoop_filter.cc): a bus below a 20 MB L3 needs a larger one.
+SNOOP_FILTER_DEFAULT_BYTES = 8 * 1024 ** 2
+
+# Memory defaults that the machine descriptions do not give (SE mode needs a size).
+MEM_SIZE = "512MiB"
+MEM_BANDWIDTH = "12.8GiB/s"   # SimpleMemory's default bandwidth, 12.8GB/s (src/mem/SimpleMemory.py), base 2
+
+SIZE_UNITS = {"B": 1, "kB": 1024, "KB": 1024, "KiB": 1024, "MB": 1024 ** 2, "MiB": 1024 ** 2,
+              "GB": 1024 ** 3, "GiB": 1024 ** 3}
+FREQ_UNITS = {"Hz": 1.0, "kHz": 1e3, "MHz": 1e6, "GHz": 1e9}
+TIME_UNITS = {"ps": 1e-12, "ns": 1e-9, "us": 1e-6, "ms": 1e-3}
+CYCLE_UNITS = ("cycles", "cycle")
+PROVENANCE_KEYS = ("source", "claim", "why", "note", "from", "basis")
+TOP_TEXT_KEYS = ("name", "description", "claims", "note")
+LEVELS = ("l1i", "l1d", "l2", "l3")
+
+_QTY = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]+)\s*$")
+_GEM5_FREQ = re.compile(r"^[0-9]+(?:\.[0-9]+)?(?:GHz|MHz|kHz|Hz)$")
+
+
+class ParamsError(ValueError):
+    """A machine description this module cannot convert (names the field)."""
+
+
+# ---------------------------------------------------------------- units (trapline's rules)
+
+def _quantity(text: Any, units, kind: str, where: str) -> tuple[float, str]:
+    if isinstance(text, bool) or text is None:
+        raise ParamsError(f"{where}: needs a {kind} with its unit, not {text!r}")
+    if isinstance(text, (int, float)):
+        if text == 0:
+            return 0.0, ""
+        raise ParamsError(f"{where}: '{text}' needs a unit; valid units: {', '.join(units)}")
+    m = _QTY.match(str(text))
+    if not m or m.group(2) not in units:
+        raise ParamsError(f"{where}: '{text}' is not a {kind} (valid units: {', '.join(units)})")
+    return float(m.group(1)), m.group(2)
+
+
+def size_bytes(text: Any, where: str = "size") -> int:
+    """'32kB' -> 32768 (kB = KiB = 1024 bytes)."""
+    num, unit = _quantity(text, list(SIZE_UNITS), "size", where)
+    return int(num * SIZE_UNITS.get(unit, 1))
+
+
+def freq_hz(text: Any, where: str = "clock") -> float:
+    """'1.2GHz' -> 1.2e9."""
+    num, unit = _quantity(text, list(FREQ_UNITS), "frequency", where)
+    return num * FREQ_UNITS.get(unit, 1.0)
+
+
+def time_cycles(text: Any, hz: float, where: str = "time") -> float:
+    """'90ns' or '4cycles' -> cycles at hz."""
+    num, unit = _quantity(text, list(TIME_UNITS) + list(CYCLE_UNITS), "time", where)
+    if unit in CYCLE_UNITS or unit == "":
+        return num
+    return num * TIME_UNITS[unit] * hz
+
+
+def round_half_up(x: float) -> int:
+    """2.5 -> 3, as trapline writes whole cycles."""
+    return int(math.floor(x + 0.5))
+
+
+def gem5_size(b: int) -> str:
+    """32768 -> '32KiB' (a gem5 MemorySize string, binary prefix)."""
+    for unit, mult in (("GiB", 1024 ** 3), ("MiB", 1024 ** 2), ("KiB", 1024)):
+        if b >= mult and b % mult == 0:
+            return f"{b // mult}{unit}"
+    return f"{b}B"
+
+
+def gem5_clock(raw: Any, hz: float) -> str:
+    """The machine's clock as gem5 reads it ('1.5GHz', '700MHz')."""
+    if isinstance(raw, str) and _GEM5_FREQ.match(raw.strip()):
+        return raw.strip()
+    return f"{int(hz)}Hz" if hz == int(hz) else f"{hz!r}Hz"
+
+
+def cycles_to_ps(cycles: float, hz: float) -> int:
+    return round_half_up(cycles / hz * 1e12)
+
+
+# ---------------------------------------------------------------- the machine's fields
+
+def _is_sourced(v: Any) -> bool:
+    return isinstance(v, dict) and "value" in v and "source" in v
+
+
+def _plain(v: Any) -> Any:
+    if _is_sourced(v):
+        return _plain(v["value"])
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    return v
+
+
+def leaves(data: dict) -> Dict[str, Any]:
+    """Every field of a machine that carries information, by dotted path: numbers,
+    enums and booleans; a list (numa.latency_ns) is one field. Provenance
+    (source, claim, why, note, from, basis) and the top-level name, description
+    and claims are not fields gem5 could take."""
+    out: Dict[str, Any] = {}
+
+    def walk(v: Any, path: str) -> None:
+        if _is_sourced(v):
+            out[path] = _plain(v["value"])
+        elif isinstance(v, dict):
+            for k, sub in v.items():
+                if k in PROVENANCE_KEYS or (not path and k in TOP_TEXT_KEYS):
+                    continue
+                walk(sub, f"{path}.{k}" if path else k)
+        elif isinstance(v, list):
+            out[path] = _plain(v)
+        else:
+            out[path] = v
+    walk(data, "")
+    return out
+
+
+def _get(data: dict, path: str) -> Any:
+    cur: Any = data
+    for k in path.split("."):
+        if not isinstance(cur, dict) or k not in cur:
+            return None
+        cur = cur[k]
+        if _is_sourced(cur):
+            cur = cur["value"]
+    return _plain(cur)
+
+
+# ---------------------------------------------------------------- the parameters
+
+@dataclass
+class CacheLevel:
+    """One classic cache (a gem5 ``Cache``, src/mem/cache/Cache.py).
+
+    ``size`` is a gem5 MemorySize string ("32KiB"); ``latency_cycles`` is the
+    machine's load-to-use hit latency in whole cycles; ``tag_latency``,
+    ``data_latency`` and ``response_latency`` are the gem5 Cache parameters
+    chosen so that an isolated load that hits here costs ``latency_cycles``."""
+    level: str
+    size: str
+    size_bytes: int
+    assoc: int
+    line_bytes: int
+    latency_cycles: int
+    tag_latency: int
+    data_latency: int
+    response_latency: int
+    mshrs: int
+    tgts_per_mshr: int
+    write_buffers: int
+    replacement_policy: str
+    write_policy: str
+    clusivity: str
+    writeback_clean: bool
+
+
+@dataclass
+class XBarParams:
+    """A crossbar (src/mem/XBar.py): ``kind`` is the gem5 class (L2XBar, SystemXBar)."""
+    kind: str
+    width: int
+    frontend_latency: int
+    forward_latency: int
+    response_latency: int
+
+    def request_cycles(self) -> int:
+        return self.frontend_latency + self.forward_latency
+
+    def response_cycles(self, line: int) -> int:
+        return self.response_latency + -(-line // self.width)
+
+
+@dataclass
+class MemoryParams:
+    """A SimpleMemory (src/mem/SimpleMemory.py) behind the caches.
+
+    ``latency_cycles`` is the machine's load-to-use DRAM latency;
+    ``latency`` ("28846ps") is SimpleMemory.latency, the part of it left after
+    the cache path (``path_cycles``)."""
+    latency_cycles: int
+    path_cycles: int
+    module_latency_cycles: int
+    latency: str
+    latency_var: str
+    bandwidth: str
+    size: str
+
+
+@dataclass
+class TLBParams:
+    """TLB sizes for the CPU's MMU: ``itb_size``/``dtb_size`` set mmu.itb.size and
+    mmu.dtb.size (X86TLB, SparcTLB, ArmTLB all take ``size``); ``l2_size`` sets
+    ArmMMU.l2_shared.size (ARM's main TLB), None elsewhere."""
+    page_bytes: int
+    itb_size: int
+    dtb_size: int
+    l2_size: Optional[int] = None
+
+
+@dataclass
+class NUMAParams:
+    """Recorded, not applied: gem5 SE on a SimpleBoard has one memory (see notes)."""
+    nodes: int
+    latency_cycles: List[List[int]]
+    interleave: bool
+    interleave_granularity_bytes: Optional[int]
+
+
+@dataclass
+class Note:
+    """A machine field gem5 cannot express as written, and what gem5 does instead."""
+    field: str
+    value: Any
+    text: str
+
+
+@dataclass
+class Gem5Params:
+    """Everything a gem5 stdlib script needs to build one trapline machine.
+
+    Example (x86-2012-server): clock "2.6GHz", isa "X86", cache_line_size 64,
+    l1d = CacheLevel(size="32KiB", assoc=8, latency_cycles=4, ...), memory
+    latency "80769ps" (90 ns = 234 cycles of load-to-use, minus the 24-cycle
+    path through the caches and buses)."""
+    machine: str
+    sets: List[str]
+    arch: str
+    isa: str
+    clock: str
+    clock_hz: float
+    cache_line_size: int
+    l1i: CacheLevel
+    l1d: CacheLevel
+    l2: Optional[CacheLevel]
+    l3: Optional[CacheLevel]
+    cache_bus: XBarParams
+    membus: XBarParams
+    memory: MemoryParams
+    tlb: TLBParams
+    numa: Optional[NUMAParams]
+    mapped: Dict[str, str] = field(default_factory=dict)
+    notes: List[Note] = field(default_factory=list)
+    format: int = FORMAT
+
+    def caches(self) -> List[CacheLevel]:
+        """The levels present, top down: L1I, L1D, then L2 and L3 if any."""
+        return [c for c in (self.l1i, self.l1d, self.l2, self.l3) if c is not None]
+
+    def notes_for(self, field_path: str) -> List[Note]:
+        return [n for n in self.notes if n.field == field_path]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2) + "\n"
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Gem5Params":
+        if d.get("format") != FORMAT:
+            raise ParamsError(f"format {d.get('format')!r} is not {FORMAT}; re-export with python -m trapline.gem5")
+
+        def cache(c):
+            return CacheLevel(**c) if c is not None else None
+        return cls(
+            machine=d["machine"], sets=list(d["sets"]), arch=d["arch"], isa=d["isa"], clock=d["clock"],
+            clock_hz=float(d["clock_hz"]), cache_line_size=int(d["cache_line_size"]),
+            l1i=cache(d["l1i"]), l1d=cache(d["l1d"]), l2=cache(d["l2"]), l3=cache(d["l3"]),
+            cache_bus=XBarParams(**d["cache_bus"]), membus=XBarParams(**d["membus"]),
+            memory=MemoryParams(**d["memory"]), tlb=TLBParams(**d["tlb"]),
+            numa=NUMAParams(**d["numa"]) if d.get("numa") is not None else None,
+            mapped=dict(d["mapped"]), notes=[Note(**n) for n in d["notes"]], format=d["format"])
+
+    @classmethod
+    def from_json(cls, text: str) -> "Gem5Params":
+        return cls.from_dict(json.loads(text))
+
+
+# ---------------------------------------------------------------- building
+
+# The crossbars: the stdlib's L2XBar between cache levels and a SystemXBar of
+# width 64 as the memory bus (as in private_l1_private_l2_cache_hierarchy.py);
+# latencies are XBar.py's class values, written out so the accounting below
+# and the hierarchy use the same numbers.
+CACHE_BUS = XBarParams(kind="L2XBar", width=32, frontend_latency=1, forward_latency=0, response_latency=1)
+MEMBUS = XBarParams(kind="SystemXBar", width=64, frontend_latency=3, forward_latency=4, response_latency=2)
+
+
+def snoop_filter_capacity(params: Gem5Params, bus: str) -> str:
+    """SnoopFilter.max_capacity for a bus ("l2bus", "l3bus" or "membus"): at least
+    the bytes cached above it (L1s, page-walk caches, and the L2/L3 above that
+    bus), rounded up to a power of two, and never below gem5's 8MiB default."""
+    above = params.l1i.size_bytes + params.l1d.size_bytes + 2 * WALK_CACHE_BYTES
+    if bus in ("l3bus", "membus") and params.l2 is not None:
+        above += params.l2.size_bytes
+    if bus == "membus" and params.l3 is not None:
+        above += params.l3.size_bytes
+    if bus not in ("l2bus", "l3bus", "membus"):
+        raise ParamsError(f"bus '{bus}': valid choices: l2bus, l3bus, membus")
+    return gem5_size(max(SNOOP_FILTER_DEFAULT_BYTES, 1 << (above - 1).bit_length()))
+
+
+def from_machine(machine: Any, mem_size: str = MEM_SIZE) -> Gem5Params:
+    """A Machine (trapline.machine.load) or its .data dict -> Gem5Params."""
+    data = machine.data if hasattr(machine, "data") else machine
+    if not isinstance(data, dict):
+        raise ParamsError(f"needs a Machine or its data dict, not {type(machine).__name__}")
+    sets = [str(s) for s in (getattr(machine, "sets", ()) or ())]
+    mapped: Dict[str, str] = {}
+    notes: List[Note] = []
+
+    def note(path: str, text: str, value: Any = None) -> None:
+        notes.append(Note(field=path, value=_get(data, path) if value is None else value, text=text))
+
+    arch = data["arch"]
+    if arch not in ISA_OF_ARCH:
+        raise ParamsError(f"arch: '{arch}' has no gem5 ISA here; valid choices: {', '.join(ISA_OF_ARCH)}")
+    isa = ISA_OF_ARCH[arch]
+    mapped["arch"] = f"SimpleProcessor(isa=ISA.{isa}) (gem5.isas.ISA)"
+    hz = freq_hz(_get(data, "clock"), "clock")
+    clock = gem5_clock(_get(data, "clock"), hz)
+    mapped["clock"] = f"SimpleBoard(clk_freq=\"{clock}\"): the board's clock domain, shared by the CPU and caches"
+
+    def cyc(path: str) -> int:
+        return round_half_up(time_cycles(_get(data, path), hz, path))
+
+    note("cpi", "gem5 has no base-CPI parameter: the CPU model (run_se.py --cpu timing|minor|o3) sets the cycles "
+                "per instruction. TimingSimpleCPU is not pipelined (each instruction waits for its own fetch "
+                "through the L1I and for its data access), MinorCPU is an in-order pipeline, O3 out of order")
+
+    # ---- caches
+    present = [lv for lv in LEVELS if isinstance(data["caches"].get(lv), dict)]
+    line = size_bytes(_get(data, "caches.l1d.line"), "caches.l1d.line")
+    mapped["caches.l1d.line"] = f"System.cache_line_size = {line} (one line size for every cache, src/sim/System.py)"
+    levels: Dict[str, CacheLevel] = {}
+    for lv in present:
+        at = f"caches.{lv}"
+        sz = size_bytes(_get(data, f"{at}.size"), f"{at}.size")
+        own_line = size_bytes(_get(data, f"{at}.line"), f"{at}.line")
+        assoc_raw = _get(data, f"{at}.assoc")
+        # fully associative: one set, at the line size gem5 runs with
+        assoc = sz // line if assoc_raw == "full" else int(assoc_raw)
+        lower = [x for x in present if LEVELS.index(x) > LEVELS.index(lv) and x not in ("l1i", "l1d")]
+        below = lower[0] if lower else None
+        below_excl = below is not None and _get(data, f"caches.{below}.inclusion") == "exclusive"
+        inclusion = _get(data, f"{at}.inclusion")
+        levels[lv] = CacheLevel(
+            level=lv, size=gem5_size(sz), size_bytes=sz, assoc=assoc, line_bytes=own_line,
+            latency_cycles=cyc(f"{at}.latency"), tag_latency=TAG_LATENCY, data_latency=0,
+            response_latency=RESPONSE_LATENCY,
+            mshrs=L1_MSHRS if lv in ("l1i", "l1d") else LOWER_MSHRS,
+            tgts_per_mshr=L1_TGTS if lv in ("l1i", "l1d") else LOWER_TGTS,
+            write_buffers=WRITE_BUFFERS, replacement_policy="LRURP",
+            write_policy="write-back",
+            clusivity="mostly_excl" if (inclusion == "exclusive" and lv in ("l2", "l3")) else "mostly_incl",
+            writeback_clean=below_excl)
+        mapped[f"{at}.size"] = f"Cache.size = \"{gem5_size(sz)}\""
+        mapped[f"{at}.assoc"] = f"Cache.assoc = {assoc}"
+        mapped[f"{at}.latency"] = ("Cache.data_latency (tag_latency = response_latency = 1; data_latency makes "
+                                   "the load-to-use of a hit here equal this figure)")
+        if _get(data, f"{at}.replacement") == "lru":
+            mapped[f"{at}.replacement"] = "Cache.replacement_policy = LRURP() (src/mem/cache/replacement_policies/ReplacementPolicies.py)"
+        if lv != "l1d":
+            if own_line == line:
+                mapped[f"{at}.line"] = f"System.cache_line_size = {line}"
+            else:
+                note(f"{at}.line", f"gem5's classic caches all use the system's line size (System.cache_line_size; "
+                                   f"BaseTags.block_size = Parent.cache_line_size, src/mem/cache/tags/Tags.py), set to "
+                                   f"the L1D's {line} B; this level runs with {line}-byte lines, not {own_line}")
+        write = _get(data, f"{at}.write")
+        if write == "write-back":
+            mapped[f"{at}.write"] = "gem5's classic Cache is write-back with write-allocate (the machine's write-back)"
+        elif lv == "l1i":
+            note(f"{at}.write", "gem5's classic Cache has no write-through policy (src/mem/cache/Cache.py); for an "
+                                "instruction cache this changes nothing, since fetches never write")
+        else:
+            note(f"{at}.write", "gem5's classic Cache has no write-through policy (src/mem/cache/Cache.py): it is "
+                                "write-back and write-allocate (a WriteAllocator only turns streaming stores into "
+                                "no-allocate). This level runs write-back: a store stays in it until the line is "
+                                "evicted instead of going on to the next level, and a store miss allocates a line")
+        if inclusion is not None:
+            if lv in ("l1i", "l1d"):
+                note(f"{at}.inclusion", "an L1 has no level above it; gem5 L1s are mostly_incl, as Cache.py advises")
+            elif inclusion == "exclusive":
+                mapped[f"{at}.inclusion"] = ("Cache.clusivity = \"mostly_excl\" (a victim cache), with "
+                                             "writeback_clean = True on the level above (src/mem/cache/Cache.py)")
+            elif inclusion == "non-inclusive":
+                mapped[f"{at}.inclusion"] = "Cache.clusivity = \"mostly_incl\" (allocates on fill, never back-invalidates)"
+            else:
+                note(f"{at}.inclusion", "gem5's classic caches have no strict inclusion: mostly_incl allocates on "
+                                        "every fill but an eviction here does not invalidate the levels above "
+                                        "(src/mem/cache/Cache.py, clusivity), so inclusion is not enforced")
+
+    # ---- latency accounting, top down
+    chain = [levels[lv] for lv in ("l2", "l3") if lv in levels]
+    path = 0  # cycles an isolated load spends before and after reaching the next level down
+    up = levels["l1d"]
+    for c in (levels["l1i"], levels["l1d"]):
+        c.data_latency = max(1, c.latency_cycles)
+        if c.latency_cycles < c.tag_latency:
+            note(f"caches.{c.level}.latency", f"below gem5's minimum hit of {c.tag_latency} cycle (tag lookup); "
+                                              f"runs with {c.data_latency}", value=_get(data, f"caches.{c.level}.latency"))
+    for c in chain:
+        path += up.tag_latency + up.response_latency + CACHE_BUS.request_cycles() + CACHE_BUS.response_cycles(line)
+        want = c.latency_cycles - path
+        c.data_latency = max(c.tag_latency, want)
+        if want < c.tag_latency:
+            note(f"caches.{c.level}.latency",
+                 f"the gem5 path to this level alone takes {path} cycles (the levels above and the crossbars), so a "
+                 f"hit here costs {path + c.data_latency} cycles, not {c.latency_cycles}")
+        up = c
+    path += up.tag_latency + up.response_latency + MEMBUS.request_cycles() + MEMBUS.response_cycles(line)
+    mem_cycles = cyc("memory.latency")
+    module = max(0, mem_cycles - path)
+    if mem_cycles < path:
+        note("memory.latency", f"the gem5 path to memory alone takes {path} cycles, more than the "
+                               f"{mem_cycles}-cycle load-to-use; SimpleMemory.latency is 0")
+    else:
+        mapped["memory.latency"] = (f"SimpleMemory.latency = {module} cycles at the clock (the load-to-use minus "
+                                    f"the {path}-cycle cache path)")
+    memory = MemoryParams(latency_cycles=mem_cycles, path_cycles=path, module_latency_cycles=module,
+                          latency=f"{cycles_to_ps(module, hz)}ps", latency_var="0ns", bandwidth=MEM_BANDWIDTH,
+                          size=mem_size)
+
+    # ---- NUMA
+    numa = None
+    if isinstance(data.get("numa"), dict):
+        n = data["numa"]
+        mat = _plain(n["latency_ns"])
+        lat = [[round_half_up(time_cycles(v, hz, "numa.latency_ns")) for v in row] for row in mat]
+        inter = bool(_get(data, "numa.interleave"))
+        gran = _get(data, "numa.interleave_granularity")
+        numa = NUMAParams(nodes=int(_get(data, "numa.nodes")), latency_cycles=lat, interleave=inter,
+                          interleave_granularity_bytes=size_bytes(gran, "numa.interleave_granularity")
+                          if gran is not None else None)
+        why = ("gem5 SE mode on a SimpleBoard has one core and one memory (SimpleBoard._setup_memory_ranges: a "
+               "single AddrRange), and SE has no OS page placement (first touch, interleaving), so NUMA is "
+               "not modelled: every access costs memory.latency, the local figure")
+        for k in ("nodes", "latency_ns", "interleave", "interleave_granularity"):
+            if f"numa.{k}" in leaves(data):
+                note(f"numa.{k}", why)
+
+    # ---- TLBs
+    page = size_bytes(_get(data, "tlb.dtlb.page"), "tlb.dtlb.page")
+    for t in ("itlb", "dtlb"):
+        at = f"tlb.{t}"
+        gem = "itb" if t == "itlb" else "dtb"
+        mapped[f"{at}.entries"] = f"mmu.{gem}.size ({TLB_SOURCE[isa]})"
+        if _get(data, f"{at}.assoc") == "full":
+            mapped[f"{at}.assoc"] = f"fully associative, as gem5's {isa} TLB with mmu.{gem}.size entries"
+        else:
+            note(f"{at}.assoc", "the gem5 TLB SimObjects set here take only `size` (X86TLB.py, SparcTLB.py, ArmTLB.py); "
+                                "the TLB runs fully associative with the same number of entries")
+        pg = size_bytes(_get(data, f"{at}.page"), f"{at}.page")
+        if pg == PAGE_BYTES[isa]:
+            mapped[f"{at}.page"] = f"fixed in gem5: {isa} PageBytes = {PAGE_BYTES[isa]} ({PAGE_SOURCE[isa]}); nothing to set"
+        else:
+            note(f"{at}.page", f"gem5's {isa} page size is fixed at {PAGE_BYTES[isa]} bytes ({PAGE_SOURCE[isa]}); "
+                               f"the run uses that, not {pg}")
+        note(f"{at}.miss_penalty", "no gem5 parameter charges a fixed TLB-miss cost: in SE mode a miss is refilled "
+                                   "from the simulated process's page table by the simulator, or walked by the "
+                                   "ISA's table walker whose time comes from the cache model; it is not this figure")
+    l2_size = None
+    if isinstance(data["tlb"].get("stlb"), dict):
+        kind = _get(data, "tlb.stlb.kind")
+        if kind == "main-tlb" and isa == "ARM":
+            l2_size = int(_get(data, "tlb.stlb.entries"))
+            mapped["tlb.stlb.kind"] = "ARM main TLB -> ArmMMU.l2_shared (src/arch/arm/ArmMMU.py)"
+            mapped["tlb.stlb.entries"] = "ArmMMU.l2_shared.size"
+            note("tlb.stlb.assoc", "ArmMMU.l2_shared is set by its size only; its associativity is gem5's")
+            note("tlb.stlb.latency", "no gem5 parameter charges a fixed main-TLB hit latency")
+        else:
+            why = {"stlb": "gem5's X86MMU has an instruction and a data TLB only (src/arch/x86/X86MMU.py: itb, dtb); "
+                           "there is no shared second-level TLB",
+                   "tsb": "a TSB is Solaris's software table in memory, refilled by the OS's trap handler; gem5 SE "
+                          "mode runs no OS and refills the SPARC TLB itself (SparcMMU has itb and dtb only, "
+                          "src/arch/sparc/SparcMMU.py)",
+                   "main-tlb": f"a main TLB is ARM's; gem5's {isa} MMU has no second level"}.get(kind, "no gem5 equivalent")
+            for k in ("kind", "entries", "assoc", "latency"):
+                if f"tlb.stlb.{k}" in leaves(data):
+                    note(f"tlb.stlb.{k}", why)
+    tlb = TLBParams(page_bytes=PAGE_BYTES[isa], itb_size=int(_get(data, "tlb.itlb.entries")),
+                    dtb_size=int(_get(data, "tlb.dtlb.entries")), l2_size=l2_size)
+
+    # ---- what the QEMU timing model charges and gem5 does not
+    unaligned = {
+        "X86": "gem5's x86 CPUs do a misaligned access in hardware and split one that crosses a cache line into "
+               "two cache accesses (TimingSimpleCPU::initiateMemRead, src/cpu/simple/timing.cc); its cost comes "
+               "from the cache model, no fixed penalty is charged",
+        "SPARC": "gem5's SPARC raises mem_address_not_aligned; SE mode has no Solaris to emulate the access (E1), "
+                 "and a fault SE does not handle stops the run (src/sim/faults.cc, FaultBase::invoke panics "
+                 "outside full-system mode) instead of costing traps.cost",
+        "ARM": "gem5's ARM model applies the architecture's alignment rules; SE mode has no Linux alignment fixup "
+               "(E2), so a faulting LDRD/LDM is not emulated at traps.cost, and no fixed penalty is charged for "
+               "the accesses done in hardware",
+    }[isa]
+    for k in ("w2", "w4", "w8", "penalty", "line_cross_penalty"):
+        if f"unaligned.{k}" in leaves(data):
+            note(f"unaligned.{k}", "QEMU-model-only. " + unaligned)
+    for k in ("lock_cost", "split_lock_cost"):
+        if f"atomics.{k}" in leaves(data):
+            note(f"atomics.{k}", "QEMU-model-only: gem5 times a locked read-modify-write by its CPU model and cache "
+                                 "protocol; no parameter charges a fixed lock or bus-lock (split lock) cost")
+    for k in ("semantics", "trap_cost"):
+        if f"prefetch.{k}" in leaves(data):
+            note(f"prefetch.{k}", "QEMU-model-only: whether a software prefetch that misses the TLB walks, traps or "
+                                  "is dropped is decided by gem5's decoder for the ISA, not by a parameter, and "
+                                  "SE mode has no kernel trap to charge")
+    note("traps.cost", "QEMU-model-only: SE mode emulates system calls in the simulator and runs no kernel, so no "
+                       "trap handler is timed (page faults are filled by the simulator)")
+    if isinstance(data.get("windows"), dict):
+        n = _get(data, "windows.count")
+        if isa == "SPARC" and n == SPARC_NWINDOWS:
+            mapped["windows.count"] = (f"fixed in gem5: SparcISA::NWindows = {SPARC_NWINDOWS} "
+                                       "(src/arch/sparc/sparc_traits.hh); nothing to set")
+        else:
+            note("windows.count", f"gem5's SPARC has NWindows = {SPARC_NWINDOWS}, a constant "
+                                  "(src/arch/sparc/sparc_traits.hh); the run uses 8")
+        note("windows.spill_fill_cost", "in SE mode a window spill or fill trap jumps to handler code that gem5 "
+                                         "places in the process (SpillNNormal/FillNNormal::invoke, "
+                                         "src/arch/sparc/faults.cc), so its cost is those simulated instructions, "
+                                         "not this figure")
+
+    params = Gem5Params(
+        machine=str(data["name"]), sets=sets, arch=arch, isa=isa, clock=clock, clock_hz=hz,
+        cache_line_size=line, l1i=levels["l1i"], l1d=levels["l1d"], l2=levels.get("l2"), l3=levels.get("l3"),
+        cache_bus=CACHE_BUS, membus=MEMBUS, memory=memory, tlb=tlb, numa=numa, mapped=mapped, notes=notes)
+    _cover(params, data)
+    return params
+
+
+def _cover(params: Gem5Params, data: dict) -> None:
+    """Note every field neither mapped nor noted, so none is dropped silently."""
+    noted = {n.field for n in params.notes}
+    for path, value in leaves(data).items():
+        if path not in params.mapped and path not in noted:
+            params.notes.append(Note(field=path, value=value,
+                                     text="not used by the gem5 configuration: no gem5 parameter is set from it"))
+
+
+def uncovered(params: Gem5Params, data: dict) -> List[str]:
+    """Fields of the machine that are neither mapped nor noted (empty after from_machine)."""
+    noted = {n.field for n in params.notes}
+    return [p for p in leaves(data) if p not in params.mapped and p not in noted]
