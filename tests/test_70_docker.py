@@ -24,6 +24,7 @@ import time
 import pytest
 
 from conftest import ROOT, trapline
+from trapline import experiment
 
 BASE = os.environ.get("TRAPLINE_DOCKER_BASE", "trapline-base:bookworm")
 IMAGE = os.environ.get("TRAPLINE_DOCKER_IMAGE", "trapline:test")
@@ -187,8 +188,19 @@ def test_same_entries_and_statuses_as_the_native_run(docker_run, quick_all, requ
     assert set(docker) == set(native)
     differ = {k: (native[k]["status"], docker[k]["status"]) for k in native
               if native[k]["status"] != docker[k]["status"]}
+    # a host timing ratio measured near its criterion's bound may land either side of
+    # it from one run to the next (plt-itlb's quick figure: 7.4x to 10.5x against 10x);
+    # such a host entry may be reproduced in one run and differs in the other, nothing else
+    def near_bound(k):
+        bounds = [b for b in experiment.get(k[0]).platform(k[1]).get("reproduced_if", {}).values() if b]
+        figures = [e[k]["reproduced"] for e in (native, docker) if e[k].get("reproduced")]
+        return any(1 / 1.5 < f / b < 1.5 for f in figures for b in bounds)
+    noisy = {k: v for k, v in differ.items() if k[1] == "host" and set(v) == {"reproduced", "differs"}
+             and near_bound(k)}
     _say(request, f"statuses: {len(native) - len(differ)}/{len(native)} entries as in the native run"
-                  + (f"; different (native, docker): {differ}" if differ else ""))
+                  + (f"; different (native, docker): {differ}" if differ else "")
+                  + (f"; of those, host figures within 1.5x of their criterion: {sorted(noisy)}" if noisy else ""))
+    differ = {k: v for k, v in differ.items() if k not in noisy}
     assert not differ, f"statuses differ (native, docker): {differ}"
     # deterministic lanes (the qemu lane's counts, user-mode and -icount guest model
     # runs) agree to the last digit; the two-vCPU x86_64 model guest runs without
