@@ -13,7 +13,7 @@
 # Each configuration runs `runs` times, interleaved; the best (shortest) wall
 # time counts, since the machine is shared. The guest instruction count
 # comes from the model's own output (it matches a one-callback-per-
-# instruction count: tests/test_80_model_plugin.py). Figures: docs/model.md.
+# instruction count: tests/test_80_model_plugin.py). Figures: docs/performance.md.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
