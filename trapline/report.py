@@ -255,6 +255,12 @@ def _markdown(summary, entries, manifest, exps) -> str:
     return "\n".join(L)
 
 
+def _guest_line(label: str, g: dict) -> str:
+    return (f"{label}: {g.get('qemu', '?')}, {g.get('machine', '?')}, "
+            f"guest Linux sha256 {str(g.get('linux_sha256') or '-')[:12]}, "
+            f"initramfs sha256 {str(g.get('initrd_sha256') or '-')[:12]}")
+
+
 def platform_lines(manifest: dict) -> list[str]:
     """One line per platform that produced an entry: what it ran on (the manifest
     has the rest)."""
@@ -266,18 +272,12 @@ def platform_lines(manifest: dict) -> list[str]:
             out.append(f"host: {f.get('cpu', '?')}, {f.get('cores', '?')} cores, {f.get('kernel', '?')}, "
                        f"{f.get('compiler', '?')}")
         elif name == "qemu":
-            for arch, a in sorted(f.items()):
-                out.append(f"QEMU-functional ({arch}): {a.get('qemu', '?')}, {a.get('machine', '?')}, "
-                           f"guest Linux sha256 {str(a.get('linux_sha256') or '-')[:12]}, "
-                           f"initramfs sha256 {str(a.get('initrd_sha256') or '-')[:12]}")
+            out += [_guest_line(f"QEMU-functional ({arch})", a) for arch, a in sorted(f.items())]
         elif name == "model":
             plugin = Path(f["plugin"]).parent.name[:12] if f.get("plugin") else "-"
             out.append(f"timing model: plugin build {plugin}" +
                        "".join(f"; user mode: {v}" for v in f.get("qemu", {}).values()))
-            for arch, g in sorted(f.get("guests", {}).items()):
-                out.append(f"timing model guest ({arch}): {g.get('qemu', '?')}, {g.get('machine', '?')}, "
-                           f"guest Linux sha256 {str(g.get('linux_sha256') or '-')[:12]}, "
-                           f"initramfs sha256 {str(g.get('initrd_sha256') or '-')[:12]}")
+            out += [_guest_line(f"timing model guest ({arch})", g) for arch, g in sorted(f.get("guests", {}).items())]
             for m in f.get("machines", {}).values():
                 sets = f" with {', '.join(m['sets'])}" if m.get("sets") else ""
                 out.append(f"timing model machine: {m.get('summary', m.get('name'))}{sets} "

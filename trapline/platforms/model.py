@@ -101,10 +101,11 @@ class ModelPlatform(Platform):
         self.machine_name = machine_name
 
     def describe(self) -> dict:
+        from trapline.platforms.qemu import qemu_version
         return {"plugin": str(self._plugin) if self._plugin else None,
                 "qemu": {a: _version(QEMU_USER[a]) for a in sorted(self._builds)},
                 # the guest lane: qemu-system and the guest image it booted
-                "guests": {a: {"qemu": _version(images.QEMU_BINARY[a]), "machine": images.MACHINE[a],
+                "guests": {a: {"qemu": qemu_version(a), "machine": images.MACHINE[a],
                                "linux_sha256": img.facts.get("LINUX_SHA256"),
                                "initrd_sha256": img.facts.get("INITRD_SHA256")}
                            for a, img in sorted(self._guests.items())},
