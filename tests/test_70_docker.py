@@ -202,9 +202,10 @@ def test_same_entries_and_statuses_as_the_native_run(docker_run, quick_all, requ
                   + (f"; of those, host figures within 1.5x of their criterion: {sorted(noisy)}" if noisy else ""))
     differ = {k: v for k, v in differ.items() if k not in noisy}
     assert not differ, f"statuses differ (native, docker): {differ}"
-    # deterministic lanes (the qemu lane's counts, user-mode and -icount guest model
-    # runs) agree to the last digit; the two-vCPU x86_64 model guest runs without
-    # -icount (docs/model.md), so only within 1%
+    # deterministic lanes (the qemu lane's counts, user-mode model runs) agree to the
+    # last digit; the model's guest lane only nearly (docs/model.md): within 0.01%
+    # under -icount (the sun4u guest: up to 7e-5 between runs), within 1% for the
+    # two-vCPU x86_64 guest, which runs without -icount (numa-first-touch: 0.16%)
     def deterministic(e):
         return e["platform"] == "qemu" or (e["platform"] == "model"
                                            and e.get("platform_facts", {}).get("deterministic", True))
@@ -213,8 +214,9 @@ def test_same_entries_and_statuses_as_the_native_run(docker_run, quick_all, requ
     assert not exact, f"guest-lane or model figures differ (native, docker): {exact}"
     close = {k: (native[k]["reproduced"], docker[k]["reproduced"]) for k in native
              if native[k]["platform"] == "model" and not deterministic(native[k])
-             and abs(docker[k]["reproduced"] / native[k]["reproduced"] - 1) > 0.01}
-    assert not close, f"non-deterministic model figures differ by over 1% (native, docker): {close}"
+             and abs(docker[k]["reproduced"] / native[k]["reproduced"] - 1)
+             > (1e-4 if native[k]["platform_facts"].get("icount") else 0.01)}
+    assert not close, f"guest-lane model figures differ by more than allowed (native, docker): {close}"
 
 
 def test_report_and_manifest(docker_run):

@@ -100,7 +100,8 @@ def test_guest_lane_runs_linux_fixups_under_the_model(results_dir):
     """armv6-unaligned in the raspi0 guest: every unaligned LDRD enters the data
     abort vector once and Linux's fixup runs under the model, so the modelled
     cost of an LDRD is hundreds of cycles without any trap cost being charged;
-    the guest run is deterministic (-icount)."""
+    under -icount two runs agree within 0.01% (in every run seen so far the
+    raspi0 guest's regions repeated exactly; docs/model.md)."""
     r = trapline("run", "armv6-unaligned", "--platform", "model", "--quick", "--fresh")
     assert r.returncode == 0, r.stderr[-3000:]
     e, final = _entry(results_dir, "armv6-unaligned")
@@ -115,7 +116,7 @@ def test_guest_lane_runs_linux_fixups_under_the_model(results_dir):
     assert "machine: arm1176-rpi1 (armv6" in md
     assert all(c["ok"] for c in e["checks"]), e["checks"]
     assert e["platform_facts"]["guest"] is True and "traps.cost" not in e["platform_facts"]["calibrated_on_this_claim"]
-    assert e["platform_facts"]["deterministic"] is True and e["platform_facts"]["icount"]
+    assert e["platform_facts"]["deterministic"] is False and e["platform_facts"]["icount"]
     g = {(x["variant"], x["width"]): x for x in e["groups"]}
     ldrd, aligned = g[("unaligned-ldrd", 64)], g[("aligned", 64)]
     clock = e["platform_facts"]["clock_hz"]
@@ -124,8 +125,10 @@ def test_guest_lane_runs_linux_fixups_under_the_model(results_dir):
     again = trapline("run", "armv6-unaligned", "--platform", "model", "--quick", "--fresh")
     assert again.returncode == 0, again.stderr[-2000:]
     e2, _ = _entry(results_dir, "armv6-unaligned")
-    assert [(x["variant"], x["width"], x["min_ns_per_op"], x["median_ns_per_op"], x["max_ns_per_op"]) for x in e2["groups"]] == \
-           [(x["variant"], x["width"], x["min_ns_per_op"], x["median_ns_per_op"], x["max_ns_per_op"]) for x in e["groups"]], "the guest lane must be deterministic"
+    assert [(x["variant"], x["width"]) for x in e2["groups"]] == [(x["variant"], x["width"]) for x in e["groups"]]
+    moved = [(x["variant"], x["width"], k, x[k], y[k]) for x, y in zip(e["groups"], e2["groups"])
+             for k in ("min_ns_per_op", "median_ns_per_op", "max_ns_per_op") if abs(y[k] / x[k] - 1) > 1e-4]
+    assert not moved, f"two -icount runs of the guest differ by more than 0.01%: {moved}"
 
 
 def test_guest_lane_counts_sparc_trap_table_entries(results_dir):
@@ -141,7 +144,7 @@ def test_guest_lane_counts_sparc_trap_table_entries(results_dir):
     assert all(c["ok"] for c in e["checks"]), e["checks"]
     assert e["status"] == "reproduced", e["note"]
     f = e["platform_facts"]
-    assert f["guest"] is True and f["deterministic"] is True
+    assert f["guest"] is True and f["deterministic"] is False and f["icount"]
     assert "traps.cost" not in f["calibrated_on_this_claim"] and "windows.spill_fill_cost" not in f["calibrated_on_this_claim"]
     figs = {x["name"]: x["value"] for x in e["figures"]}
     assert figs["mem_address_not_aligned trap-table entries per misaligned load"] == 1
