@@ -537,6 +537,27 @@ def test_fast_forward_models_nothing_before_the_first_region(arch, plugin, bins,
     assert ff["total"]["instructions"] < full["total"]["instructions"] - 1000
 
 
+@pytest.mark.parametrize("arch", ["x86_64", "sparc64"])
+def test_fast_forward_2_models_only_inside_regions(arch, plugin, bins, tmp_path):
+    """fast_forward=2 (what runs between a guest's regions is not modelled): every
+    region has the same instructions, accesses, locked operations and prefetches
+    as when everything is modelled, and nothing outside the regions is counted."""
+    runs = {}
+    for ff in (0, 2):
+        _, runs[ff], _ = run_model(plugin, arch, bins[f"features.{arch}"], ["n=500"], {"fast_forward": ff}, tmp_path)
+    full, only = runs[0], runs[2]
+    assert only["options"]["fast_forward"] == 2
+    keys = ("instructions", "memory_accesses", "locked", "prefetches", "straddling_accesses")
+    r0 = [{k: r[k] for k in keys} for r in full["regions"] if r["marked"]]
+    r2 = [{k: r[k] for k in keys} for r in only["regions"] if r["marked"]]
+    assert len(r2) == len(r0) >= 4 and r2 == r0
+    inside = sum(r["instructions"] for r in only["regions"] if r["marked"])
+    # outside the regions only each end marker's own block is counted: the marker
+    # and what follows it in that block (a region stops before its end marker)
+    assert 0 < only["total"]["instructions"] - inside <= 8 * len(r2)
+    assert full["total"]["instructions"] > inside + 1000  # start-up, libc and the code between regions
+
+
 def test_without_markers_the_whole_run_is_one_region(plugin, bins, tmp_path):
     r = subprocess.run([str(bins["tlbwalk.x86_64"]), "mode=cycle", "pages=4", "reps=1"], capture_output=True,
                        text=True, timeout=60)
@@ -606,7 +627,7 @@ CONTRACT = ("arch out cpi l1i_size l1i_assoc l1i_line l1i_lat l1d_size l1d_assoc
     ("numa_nodes=2,numa_mem=1024", ["numa_mem has 1 values"]),
     ("numa_interleave=48", ["numa_interleave=48", "power of two"]),
     ("trap_table=4325376", ["trap_table=4325376", "sparc64"]),  # right address, wrong arch (x86_64)
-    ("fast_forward=2", ["fast_forward=2", "first region marker"]),
+    ("fast_forward=3", ["fast_forward=3", "only inside regions"]),
 ])
 def test_bad_options_fail_fast_naming_the_option(opt, words, plugin, bins, tmp_path):
     spec = f"{plugin},{opt}"

@@ -132,7 +132,8 @@ typedef struct {
     uint64_t prefetch_trap;
     uint64_t nwindows, window_trap;
     uint64_t trap_table; /* system mode, sparc64: the guest kernel's TL0 trap table (TBA), 0 = not given */
-    uint64_t fast_forward; /* 1: model nothing until the first region marker (a guest's boot) */
+    uint64_t fast_forward; /* 1: model nothing until the first region marker (a guest's boot);
+                            * 2: model only inside regions (between them, state is frozen) */
 } Config;
 
 static Config cfg;
@@ -460,9 +461,9 @@ static int validate(void)
         if (check_geometry("stlb_entries", cfg.stlb_entries, "stlb_assoc", &cfg.stlb_assoc, NULL, 1, true))
             return -1;
     } /* stlb_entries=0: no second-level TLB; stlb_assoc and stlb_lat are unused */
-    if (cfg.fast_forward > 1)
-        return fail("fast_forward=%" PRIu64 " is not valid: 0 (model everything) or 1 (nothing until the first "
-                    "region marker)", cfg.fast_forward);
+    if (cfg.fast_forward > 2)
+        return fail("fast_forward=%" PRIu64 " is not valid: 0 (model everything), 1 (nothing until the first "
+                    "region marker) or 2 (only inside regions)", cfg.fast_forward);
     if (cfg.trap_table && (cfg.arch != ARCH_SPARC64 || (cfg.trap_table & 0x7fff)))
         return fail("trap_table=%" PRIu64 " is not valid: the address of a sparc64 guest kernel's trap table "
                     "(TBA: a multiple of 32768; arch=sparc64 only)", cfg.trap_table);
@@ -656,6 +657,10 @@ static bool system_mode;
  * callback returns at once (no counts, no cache or TLB state: they start cold
  * at the first region) */
 static bool modelling = true;
+/* fast_forward=2: a vCPU models only while it has a region open; between
+ * regions its callbacks return at once and its caches and TLBs keep the state
+ * the last region left */
+static bool regions_only;
 static const char *target_name = "";
 
 static FILE *trace_fp;
@@ -1371,10 +1376,17 @@ static void special_exec(unsigned int vi, void *ud)
          * this block is counted by the region's start (n_after), not fetched */
         __atomic_store_n(&modelling, true, __ATOMIC_RELAXED);
     }
-    if (audit_faults)
-        audit_progress(v, d->idx);
-    if (UNLIKELY(d->tail))
-        tail_exec(v, d);
+    if (UNLIKELY(regions_only && !v->open)) {
+        /* between regions only a marker counts; like the first region under
+         * fast_forward=1, a region's first block is counted by its start */
+        if (d->special != SP_ROI_BEGIN && d->special != SP_ROI_END)
+            return;
+    } else {
+        if (audit_faults)
+            audit_progress(v, d->idx);
+        if (UNLIKELY(d->tail))
+            tail_exec(v, d);
+    }
     switch (d->special) {
     case SP_SAVE:
     case SP_RESTORE:
@@ -1424,6 +1436,15 @@ static void tb_exec(unsigned int vi, void *ud)
 
     if (UNLIKELY(!__atomic_load_n(&modelling, __ATOMIC_RELAXED)))
         return;
+    if (UNLIKELY(regions_only && !v->open)) {
+        /* the block a region ended in is audited now that the next one starts;
+         * blocks between regions are not */
+        if (audit_faults) {
+            tb_finalize(v, t->vaddr);
+            v->cur_tb = NULL;
+        }
+        return;
+    }
     if (audit_faults) {
         tb_finalize(v, t->vaddr);
         v->cur_tb = t;
@@ -1453,6 +1474,8 @@ static void mem_exec(unsigned int vi, qemu_plugin_meminfo_t info, uint64_t vaddr
     VCpu *v = vcpus[vi];
     const InsnDesc *d = ud;
     if (UNLIKELY(!__atomic_load_n(&modelling, __ATOMIC_RELAXED)))
+        return;
+    if (UNLIKELY(regions_only && !v->open))
         return;
     unsigned size = 1u << qemu_plugin_mem_size_shift(info);
     /* QEMU 7.2 packs the direction above the MemOpIdx (include/qemu/plugin.h:
@@ -1957,6 +1980,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     l3_shift = have_l3 ? log2u(cfg.l3_line) : 0;
     itag = system_mode ? ITAG : 0;
     modelling = !cfg.fast_forward;
+    regions_only = cfg.fast_forward == 2;
     page_shift = log2u(cfg.page);
     have_stlb = cfg.stlb_entries != 0;
     audit_faults = cfg.arch == ARCH_SPARC64;

@@ -242,15 +242,17 @@ class ModelPlatform(Platform):
 
 
 def guest_plugin_args(m: machines.Machine, image: images.Image) -> list[str]:
-    """The machine's plugin options for a whole guest: nothing is modelled until
-    the first region begins (fast_forward=1: the boot runs at nearly plain QEMU
-    speed; caches and TLBs start cold there, and each experiment's repetitions
-    make the first one a warm-up). On sparc64 the plugin is
+    """The machine's plugin options for a whole guest: only the regions are
+    modelled (fast_forward=2: the boot, and what runs between regions, such as
+    a buffer's first touch or the next command's start, run at nearly plain QEMU
+    speed; caches and TLBs start cold at the first region and keep, between
+    regions, the state the last one left; each experiment's repetitions make the
+    first one a warm-up). On sparc64 the plugin is
     told where Linux's trap table is (trap_table=, its entries are then counted
     by kind) and its own register-window model is off (nwindows=0): the guest
     kernel's spill and fill handlers run under the model instead, so counting
     the plugin's windows too would charge every spill twice."""
-    args = machines.plugin_args(m) + ["fast_forward=1"]
+    args = machines.plugin_args(m) + ["fast_forward=2"]
     if image.arch != "sparc64":
         return args
     args = [a for a in args if a.split("=", 1)[0] not in ("nwindows", "window_trap")]
