@@ -12,11 +12,11 @@ thread is deterministic: the same inputs give byte-identical stats.
 An experiment whose model lane says `guest: true` needs a kernel (NUMA page
 placement by Linux's first-touch policy, kernel fixups, a trap's whole path):
 its commands run in the guest image of the qemu lane, booted under qemu-system
-with the plugin (fast-forwarded to the first region) and, for the one-vCPU
-guests, -icount (nearly deterministic: docs/model.md), so the model also charges
-what the guest
-kernel does inside a region, and a data access's cache lines and NUMA node come
-from its guest-physical address (images.NUMA_LAYOUT says which node holds it).
+with the plugin (modelling only inside regions) and, for the one-vCPU guests,
+-icount (nearly deterministic: docs/model.md), so the model also charges what
+the guest kernel does inside a region, and a data access's cache lines and NUMA
+node come from its guest-physical address (images.NUMA_LAYOUT says which node
+holds it).
 
 --set key=value: a key the machine description has (dotted, e.g.
 caches.l1d.line=32B, or a top-level field such as cpi) overrides the machine;
@@ -46,8 +46,8 @@ GUEST_TIMEOUT_S = {True: 600, False: 2400}  # quick, full
 # Guest time from the instruction count: one instruction = 1 ns of virtual time, the vCPUs
 # run in turn in one thread, an idle guest skips ahead at once. Not for the
 # two-vCPU x86_64 guest: under QEMU 7.2 with -icount, Linux 6.1 hangs at
-# "x86: Booting SMP configuration" (tried: sleep on and off, -cpu max, Haswell
-# and qemu64, tsc=reliable, lpj=, with and without -numa); that guest runs
+# "x86: Booting SMP configuration" (tried: sleep on and off, shift 0, 3 and auto,
+# -cpu max, Haswell and qemu64, tsc=reliable, lpj=, with and without -numa); that guest runs
 # multi-threaded TCG, so interrupts landing in a region make its counts vary
 # slightly from run to run (docs/model.md, "Guest lane"). The RTC starts at a fixed
 # date, not the host's (the sun4u guest reads it at boot).
@@ -103,14 +103,11 @@ class ModelPlatform(Platform):
         self.machine_name = machine_name
 
     def describe(self) -> dict:
-        from trapline.platforms.qemu import qemu_version
+        from trapline.platforms.qemu import guest_image_facts
         return {"plugin": str(self._plugin) if self._plugin else None,
                 "qemu": {a: _version(QEMU_USER[a]) for a in sorted(self._builds)},
                 # the guest lane: qemu-system and the guest image it booted
-                "guests": {a: {"qemu": qemu_version(a), "machine": images.MACHINE[a],
-                               "linux_sha256": img.facts.get("LINUX_SHA256"),
-                               "initrd_sha256": img.facts.get("INITRD_SHA256")}
-                           for a, img in sorted(self._guests.items())},
+                "guests": {a: guest_image_facts(a, img) for a, img in sorted(self._guests.items())},
                 "machines": self._machines}
 
     def _machine(self, exp, sets: dict[str, str]) -> machines.Machine:

@@ -32,6 +32,14 @@ def qemu_version(arch: str) -> str:
         return "not installed"
 
 
+def guest_image_facts(arch: str, img: images.Image | None) -> dict:
+    """What identifies a booted guest in a manifest: QEMU's version, the machine,
+    the guest Linux's and initramfs's sha256 (the QEMU and the model's guest lane)."""
+    return {"machine": images.MACHINE[arch], "qemu": qemu_version(arch),
+            "linux_sha256": img.facts.get("LINUX_SHA256") if img else None,
+            "initrd_sha256": img.facts.get("INITRD_SHA256") if img else None}
+
+
 def guest_commands(exp, spec: dict, quick: bool, sets: dict[str, str]) -> tuple[list[str], list[list[str]]]:
     """The guest's command lines for the experiment's runs, and how to show them."""
     commands, shown = [], []
@@ -93,11 +101,8 @@ class QemuPlatform(Platform):
         out = {}
         for arch in sorted(self._used):
             img = self._images.get(arch)
-            out[arch] = {"machine": images.MACHINE[arch], "qemu": qemu_version(arch),
-                         "compiler": build.compiler_version(arch),
+            out[arch] = {**guest_image_facts(arch, img), "compiler": build.compiler_version(arch),
                          "kernel_build": self._bindirs[arch].name if arch in self._bindirs else None,
-                         "linux_sha256": img.facts.get("LINUX_SHA256") if img else None,
-                         "initrd_sha256": img.facts.get("INITRD_SHA256") if img else None,
                          "linux_cache": img.facts.get("LINUX_CACHE") if img else None}
         return out
 
