@@ -53,9 +53,12 @@ RUN sh model/fetch-qemu-headers.sh >/dev/null \
     && apt-get clean && rm -rf /var/lib/apt/lists/*
 
 # 3. The three guest Linux kernels (2 to 5 minutes each on 2 cores). They depend on
-#    images/ only, so this layer survives edits to the harness and the benchmark
-#    kernels; step 4 finds them in the cache by the same content hash.
+#    images/ and the arch table only, so this layer survives edits to the harness and the benchmark
+#    kernels; step 4 finds them in the cache by the same content hash. The scripts
+#    ask the architecture table (trapline/arch.py, standard library only) for their
+#    per-arch values.
 COPY images/ images/
+COPY trapline/__init__.py trapline/errors.py trapline/arch.py trapline/
 RUN for arch in sparc64 armv6 x86_64; do images/build.sh "$arch" >/dev/null || exit 1; done \
     && rm -rf "$TRAPLINE_CACHE"/images/*-initramfs-*
 

@@ -29,7 +29,8 @@ APT_PACKAGES=(make gcc libc6-dev binutils git
               qemu-user python3 python3-venv python3-dev
               linux-source-6.1 bison flex bc libelf-dev libssl-dev cpio xz-utils perl rsync
               qemu-system-sparc qemu-system-arm qemu-system-x86
-              dpkg-dev valgrind)
+              dpkg-dev valgrind
+              chromium)  # the report test renders report.html in headless chromium (tests/test_42)
 
 say() { printf 'trapline: %s\n' "$*" >&2; }
 
@@ -64,12 +65,22 @@ ensure_venv() {
     key=$( { cat "$HERE/requirements.txt"; "$PYTHON" -c 'import sys; print(sys.version)'; } | sha256sum | cut -c1-16)
     VENV="$CACHE/venv-$key"
     [ -f "$VENV/.ok" ] && return 0
-    say "creating the Python environment in $VENV (pinned: requirements.txt)"
-    rm -rf "$VENV"
     mkdir -p "$CACHE"
-    "$PYTHON" -m venv "$VENV"
-    "$VENV/bin/pip" install -q --disable-pip-version-check -r "$HERE/requirements.txt" >&2
-    touch "$VENV/.ok"
+    # one creator at a time: a second ./run.sh started meanwhile waits here for the
+    # first to finish the venv instead of deleting it half-made (flock from util-linux)
+    exec 9>"$VENV.lock"
+    if ! flock -n 9; then
+        say "another ./run.sh is creating the Python environment; waiting for it"
+        flock 9
+    fi
+    if [ ! -f "$VENV/.ok" ]; then
+        say "creating the Python environment in $VENV (pinned: requirements.txt)"
+        rm -rf "$VENV"
+        "$PYTHON" -m venv "$VENV"
+        "$VENV/bin/pip" install -q --disable-pip-version-check -r "$HERE/requirements.txt" >&2
+        touch "$VENV/.ok"
+    fi
+    exec 9>&-
 }
 
 if [ "${TRAPLINE_SKIP_APT:-0}" != 1 ]; then ensure_apt; fi

@@ -6,11 +6,12 @@
 ``gem5`` is a gem5 binary built for the machine's ISA (build/X86/gem5.opt,
 build/SPARC/gem5.opt, build/ARM/gem5.opt, or build/ALL/gem5.opt). The machine
 comes as JSON, so gem5's embedded Python needs nothing beyond the standard
-library. The script prints the fields gem5 does not model (the notes), runs
-the program to its exit, and prints where stats.txt is (gem5's --outdir,
-m5out by default; gem5 writes it as it exits, src/python/m5/simulate.py
-registers stats.dump with atexit); the parameters it ran with are written
-beside it as trapline-params.json.
+library. The JSON is the typed machine (every number already in bytes, Hz or
+cycles); trapline_gem5.params maps it to gem5's parameters. The script prints
+the fields gem5 does not model (the notes), runs the program to its exit, and
+prints where stats.txt is (gem5's --outdir, m5out by default; gem5 writes it as
+it exits, src/python/m5/simulate.py registers stats.dump with atexit); the
+parameters it ran with are written beside it as trapline-params.json.
 
 gem5 API used here, checked against the gem5 sources (v23/v24 stdlib):
 
@@ -24,6 +25,7 @@ gem5 API used here, checked against the gem5 sources (v23/v24 stdlib):
 """
 
 import argparse
+import json
 import os
 import sys
 
@@ -36,7 +38,7 @@ from gem5.resources.resource import BinaryResource
 from gem5.simulate.simulator import Simulator
 
 from trapline_gem5.board import TraplineBoard
-from trapline_gem5.params import Gem5Params
+from trapline_gem5.params import from_machine
 
 CPU_TYPES = {"timing": CPUTypes.TIMING, "minor": CPUTypes.MINOR, "o3": CPUTypes.O3}
 
@@ -62,7 +64,7 @@ def parse_args(argv):
 def main(argv):
     args = parse_args(argv)
     with open(args.params) as f:
-        params = Gem5Params.from_json(f.read())
+        params = from_machine(json.load(f))
 
     for n in params.notes:
         print(f"trapline: not modelled by gem5: {n.field} = {n.value}: {n.text}", file=sys.stderr)

@@ -3,7 +3,7 @@
 #
 #   images/boot.sh ARCH KERNEL INITRD [TIMEOUT]
 #
-#   ARCH     sparc64 | armv6 | x86_64
+#   ARCH     sparc64 | armv6 | x86_64 (its QEMU machine comes from trapline/arch.py)
 #   KERNEL   kernel image from images/build.sh (vmlinux-sparc64, zImage-armv6, bzImage-x86_64)
 #   INITRD   initramfs.cpio from images/build.sh
 #   TIMEOUT  seconds of wall time before QEMU is killed (default 600)
@@ -14,6 +14,7 @@
 # after a 5 s grace period if it has not exited).
 #
 # Environment:
+#   TL_*                the arch table's values (trapline/arch.py; asked for if not given)
 #   TRAPLINE_APPEND     extra kernel command line, e.g. 'tlg.run="/trapline/tests/hello a=1"'
 #                       or 'tlg.timeout=120' or 'quiet' (see init.c for tlg.*)
 #   TRAPLINE_SERIAL_LOG also write the console output to this file
@@ -32,6 +33,7 @@
 # `TLG done` line, and QEMU's end).
 set -euo pipefail
 
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 die() { echo "boot.sh: $*" >&2; exit 2; }
 [[ $# -ge 3 && $# -le 4 ]] || die "usage: images/boot.sh ARCH KERNEL INITRD [TIMEOUT]"
 ARCH=$1 KERNEL=$2 INITRD=$3 TIMEOUT=${4:-600}
@@ -40,43 +42,27 @@ ARCH=$1 KERNEL=$2 INITRD=$3 TIMEOUT=${4:-600}
 [[ $TIMEOUT =~ ^[0-9]+$ ]] || die "TIMEOUT must be whole seconds"
 
 APPEND_EXTRA=${TRAPLINE_APPEND:-}
+# The machine comes from the one table, trapline/arch.py: the harness
+# (trapline/images.py) passes it as TL_* variables; run by hand, the script asks the
+# table itself (python3 -m trapline.arch boot ARCH; unknown ARCH: exit 2).
+# TL_QEMU_MACHINE holds -M, the CPU, the RAM and the -numa layout (x86_64: two vCPUs,
+# one per NUMA node, each node half the RAM; QEMU exports it in ACPI SRAT/SLIT).
+if [[ ${TL_ARCH:-} != "$ARCH" ]]; then
+	table=$(cd "$HERE/.." && python3 -m trapline.arch boot "$ARCH") || exit 2
+	eval "$table"
+fi
+read -r -a MACHINE <<<"$TL_QEMU_MACHINE"
+QEMU=("$TL_QEMU" "${MACHINE[@]}")
+if [[ -n $TL_DTB_NAME ]]; then
+	DTB=${TRAPLINE_DTB:-$(dirname "$KERNEL")/$TL_DTB_NAME}
+	[[ -f $DTB ]] || die "no device tree $DTB (set TRAPLINE_DTB)"
+	QEMU+=(-dtb "$DTB")
+fi
 # panic=-1: reboot at once on a panic; with -no-reboot QEMU then exits instead of
 # hanging until the timeout (raspi0 cannot reboot itself and still waits).
-case $ARCH in
-sparc64)
-	MEM=${TRAPLINE_MEM:-256}
-	QEMU=(qemu-system-sparc64 -M sun4u -m "$MEM")
-	APPEND="console=ttyS0 panic=-1"
-	GRACE=5
-	;;
-armv6)
-	DTB=${TRAPLINE_DTB:-$(dirname "$KERNEL")/bcm2835-rpi-zero.dtb}
-	[[ -f $DTB ]] || die "no device tree $DTB (set TRAPLINE_DTB)"
-	QEMU=(qemu-system-arm -M raspi0 -m 512 -dtb "$DTB")
-	APPEND="console=ttyAMA0 panic=-1"
-	GRACE=0
-	;;
-x86_64)
-	MEM=${TRAPLINE_MEM:-512}
-	HALF=$((MEM / 2))
-	ACCEL=${TRAPLINE_ACCEL:-tcg}
-	# TCG: -cpu max (every feature QEMU emulates); KVM: the host CPU as it is.
-	# KVM did not work on the (nested) build host: QEMU 7.2 asserts in
-	# kvm_buf_set_msrs with -cpu max or host, and hangs in the BIOS with kvm64.
-	CPU=max
-	[[ $ACCEL != kvm ]] || CPU=host
-	# Two vCPUs, one per NUMA node, each node with half the RAM (QEMU exports the
-	# topology in ACPI SRAT/SLIT).
-	QEMU=(qemu-system-x86_64 -M pc -accel "$ACCEL" -cpu "$CPU" -m "$MEM" -smp 2
-		-object memory-backend-ram,id=mem0,size=${HALF}M
-		-object memory-backend-ram,id=mem1,size=$((MEM - HALF))M
-		-numa node,nodeid=0,cpus=0,memdev=mem0
-		-numa node,nodeid=1,cpus=1,memdev=mem1)
-	APPEND="console=ttyS0 panic=-1"
-	GRACE=5
-	;;
-*) die "unknown ARCH '$ARCH' (choose sparc64, armv6 or x86_64)" ;;
-esac
+APPEND="console=$TL_CONSOLE panic=-1"
+# seconds to let a guest that can power off end QEMU itself after `TLG done`
+GRACE=$TL_GRACE
 [[ -z $APPEND_EXTRA ]] || APPEND="$APPEND $APPEND_EXTRA"
 # Serial console on stdio, no monitor, no graphics; -no-reboot makes a guest reboot
 # (or panic=-1) end QEMU.
@@ -102,7 +88,9 @@ tmp=$(mktemp -d)
 fifo="$tmp/console"
 mkfifo "$fifo"
 t0=$(now_us)
-"${QEMU[@]}" </dev/null >"$fifo" 2>"$tmp/qemu.err" &
+# QEMU dies with this script even when it is SIGKILLed (no trap runs then):
+# setpriv (util-linux) sets the parent-death signal before exec
+setpriv --pdeathsig KILL -- "${QEMU[@]}" </dev/null >"$fifo" 2>"$tmp/qemu.err" &
 qpid=$!
 cleanup() {
 	kill "$qpid" 2>/dev/null || true

@@ -5,7 +5,8 @@
 #
 #   images/build.sh ARCH [OUTDIR] [BINDIR]
 #
-#   ARCH    sparc64 (QEMU -M sun4u) | armv6 (QEMU -M raspi0) | x86_64 (QEMU pc, 2 NUMA nodes)
+#   ARCH    sparc64 (QEMU -M sun4u) | armv6 (QEMU -M raspi0) | x86_64 (QEMU pc, 2 NUMA nodes);
+#           its cross prefix, flags and Linux targets come from trapline/arch.py
 #   OUTDIR  optional ('' to skip): copy the artifacts there (kernel, dtb,
 #           initramfs-ARCH.cpio, boot-ARCH.env)
 #   BINDIR  optional (or $TRAPLINE_BINDIR): directory copied to /trapline/bin in the
@@ -20,11 +21,13 @@
 #
 # The work is split in two sourced halves with separate cache keys:
 #   lib/linux.sh      kernel:    ${CACHE}/<arch>-linux-<key>/
-#                     key = sha256 of: this script, lib/linux.sh, the config fragment,
+#                     key = sha256 of: this script, lib/linux.sh, the arch table's
+#                     Linux values (cross prefix, ARCH=, targets), the config fragment,
 #                     linux-source-6.1 package version, (cross-)gcc and binutils
 #                     versions, SOURCE_DATE_EPOCH
 #   lib/initramfs.sh  initramfs: ${CACHE}/<arch>-initramfs-<key>/
-#                     key = sha256 of: this script, lib/initramfs.sh, init/init.c,
+#                     key = sha256 of: this script, lib/initramfs.sh, the arch table's
+#                     cross prefix, flags and library dirs, init/init.c,
 #                     tests/*.c, gcc version, linux-source version (gen_init_cpio comes
 #                     from it), SOURCE_DATE_EPOCH, names/modes/sha256 of BINDIR's files
 # with CACHE=${TRAPLINE_CACHE:-$HOME/.cache/trapline}/images. New benchmark binaries
@@ -43,7 +46,7 @@
 # manifest.txt; exit 3 on a mismatch). If the kernel is cached, only the second
 # build runs; if the manifest already has a result, nothing runs.
 #
-# Environment: TRAPLINE_CACHE, TRAPLINE_BINDIR, TRAPLINE_JOBS (default 2),
+# Environment: TL_* (the arch table's values, trapline/arch.py), TRAPLINE_CACHE, TRAPLINE_BINDIR, TRAPLINE_JOBS (default 2),
 # TRAPLINE_NICE (default 19), TRAPLINE_REPRO_CHECK, SOURCE_DATE_EPOCH,
 # TRAPLINE_LINUX_TARBALL (default /usr/src/linux-source-6.1.tar.xz).
 set -euo pipefail
@@ -59,7 +62,7 @@ sha() { sha256sum "$@" | cut -d' ' -f1; }
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
-[[ $# -ge 1 && $# -le 3 ]] || die "usage: images/build.sh ARCH [OUTDIR] [BINDIR]  (ARCH: sparc64 armv6 x86_64)"
+[[ $# -ge 1 && $# -le 3 ]] || die "usage: images/build.sh ARCH [OUTDIR] [BINDIR]  (ARCH: trapline/arch.py)"
 ARCH=$1
 OUTDIR=${2:-}
 BINDIR=${3:-${TRAPLINE_BINDIR:-}}
@@ -68,19 +71,23 @@ NICE=${TRAPLINE_NICE:-19}
 TARBALL=${TRAPLINE_LINUX_TARBALL:-/usr/src/linux-source-6.1.tar.xz}
 LINUX_PKG=linux-source-6.1
 
-case $ARCH in
-sparc64) CROSS=sparc64-linux-gnu- GCC_PKG=gcc-sparc64-linux-gnu ;;
-armv6) CROSS=arm-linux-gnueabi- GCC_PKG=gcc-arm-linux-gnueabi ;;
-x86_64) CROSS="" GCC_PKG=gcc ;;
-*) die "unknown ARCH '$ARCH' (choose sparc64, armv6 or x86_64)" ;;
-esac
+# The architecture's values come from the one table, trapline/arch.py: the harness
+# (trapline/images.py) passes them as TL_* variables; run by hand, the script asks
+# the table itself (python3 -m trapline.arch build ARCH; unknown ARCH: exit 2).
+if [[ ${TL_ARCH:-} != "$ARCH" ]]; then
+	table=$(cd "$HERE/.." && python3 -m trapline.arch build "$ARCH") || exit 2
+	eval "$table"
+fi
+CROSS=$TL_CROSS GCC_PKG=$TL_GCC_PKG
+# the kernel: make ARCH=, targets, the image QEMU boots (stored as KNAME), device tree
+KARCH=$TL_KARCH KTARGETS=$TL_KTARGETS KIMAGE=$TL_KIMAGE KNAME=$TL_KNAME DTBSRC=$TL_DTBSRC
+# the initramfs: code generation flags, where dynamic programs find their libraries
+UFLAGS=$TL_CFLAGS SYSROOT_LIBS=$TL_SYSROOT_LIBS
 
 # shellcheck source=lib/linux.sh
 source "$HERE/lib/linux.sh"
 # shellcheck source=lib/initramfs.sh
 source "$HERE/lib/initramfs.sh"
-linux_arch
-initramfs_arch
 
 FRAGMENT="$HERE/$ARCH/config.fragment"
 INIT_SRC="$HERE/init/init.c"
@@ -115,6 +122,7 @@ LINUX_KEY=$({
 	echo "arch=$ARCH"
 	echo "build.sh=$(sha "$SELF")"
 	echo "lib/linux.sh=$(sha "$HERE/lib/linux.sh")"
+	echo "table=$CROSS|$KARCH|$KTARGETS|$KIMAGE|$KNAME|$DTBSRC"
 	echo "fragment=$(sha "$FRAGMENT")"
 	echo "$LINUX_PKG=$LINUX_VER"
 	echo "gcc=$GCC_VER"
@@ -132,6 +140,7 @@ INITRD_KEY=$({
 	echo "arch=$ARCH"
 	echo "build.sh=$(sha "$SELF")"
 	echo "lib/initramfs.sh=$(sha "$HERE/lib/initramfs.sh")"
+	echo "table=$CROSS|$UFLAGS|$SYSROOT_LIBS"
 	echo "init.c=$(sha "$INIT_SRC")"
 	(cd "$HERE/tests" && sha256sum ./*.c)
 	echo "$LINUX_PKG=$LINUX_VER"

@@ -49,6 +49,6 @@ for c in "${CASES[@]}"; do
         if [ -z "$best" ] || [ "$(echo "$t < $best" | bc -l)" = 1 ]; then best=$t; fi
     done
     guest=no
-    grep -A3 '^  model:' "$ROOT/experiments/$id.yaml" | grep -q 'guest: true' && guest=yes
+    grep -A3 '^  model:' "${TRAPLINE_KERNELS:-$ROOT/kernels}/$id/experiment.yaml" | grep -q 'guest: true' && guest=yes
     printf '| %s | `%s` | %s | %.1f |\n' "$id" "$set" "$guest" "$best"
 done

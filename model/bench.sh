@@ -29,7 +29,7 @@ for a in "$@"; do
     esac
 done
 
-MODEL=$("$HERE/build.sh")
+MODEL=${BENCH_MODEL_SO:-$("$HERE/build.sh")} # BENCH_MODEL_SO: another build of the plugin (a before/after comparison)
 CONTRIB=$("$HERE/build.sh" cache)
 work=$(mktemp -d "${TMPDIR:-/tmp}/trapline-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -68,5 +68,5 @@ awk -v insns="$insns" -v p="${BEST[plain]}" -v c="${BEST[contrib]}" -v m="${BEST
     printf "%-34s %10.3f %14.1f %11.1fx\n", "plain qemu-sparc64", p / 1e9, insns / (p / 1e3), 1
     printf "%-34s %10.3f %14.1f %11.1fx\n", "contrib cache plugin (L1I+L1D+L2)", c / 1e9, insns / (c / 1e3), c / p
     printf "%-34s %10.3f %14.1f %11.1fx\n", "trapline model (L1I+L1D+L2+TLB)", m / 1e9, insns / (m / 1e3), m / p
-    printf "trapline model vs contrib cache plugin: %.1fx faster (target: at least 2x)\n", c / m
+    printf "trapline model vs contrib cache plugin: %.1fx faster (issue 11 target: at least 5x)\n", c / m
 }'

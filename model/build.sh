@@ -2,11 +2,12 @@
 # build.sh - build the timing-model plugin (or QEMU's contrib cache plugin, for
 # the benchmark) against the plugin header of the installed QEMU.
 #
-#   model/build.sh           builds model/plugin/trapline-model.c
+#   model/build.sh           builds model/plugin/*.c (trapline-model.c and the
+#                            files it is split into; options.def is their option table)
 #   model/build.sh cache     builds contrib/plugins/cache.c of the same QEMU source
 #
 # The .so lands in ${TRAPLINE_CACHE:-$HOME/.cache/trapline}/model/<key>/, where
-# <key> is the sha256 of the plugin source, qemu-plugin.h, the compiler's
+# <key> is the sha256 of the plugin sources (every file in model/plugin/), qemu-plugin.h, the compiler's
 # version and the flags: a cached build is reused at once. Builds go to a
 # temporary directory that is renamed into place (a concurrent or interrupted
 # build never leaves a half-written plugin). Prints the .so path on stdout;
@@ -26,13 +27,15 @@ HDR="$QSRC/include/qemu/qemu-plugin.h"
 
 case "$what" in
 model)
-    SRC="$HERE/plugin/trapline-model.c"
+    SRC=$(ls "$HERE"/plugin/*.c)
+    KEYED=$(ls "$HERE"/plugin/*)
     SO=libtrapline-model.so
-    CFLAGS="-O2 -g -std=gnu11 -fPIC -shared -Wall -Wextra -Wno-unused-parameter -fvisibility=hidden"
+    CFLAGS="-O2 -g -flto -std=gnu11 -fPIC -shared -Wall -Wextra -Wno-unused-parameter -fvisibility=hidden"
     LIBS="-lm -lpthread"
     ;;
 cache)
     SRC="$QSRC/contrib/plugins/cache.c"
+    KEYED=$SRC
     SO=libcache.so
     if ! pkg-config --exists glib-2.0 2>/dev/null; then
         say "QEMU's contrib cache plugin needs glib's headers: installing libglib2.0-dev"
@@ -46,9 +49,10 @@ cache)
     die "unknown target '$what'; choose one of: model cache"
     ;;
 esac
-[ -f "$SRC" ] || die "no source $SRC"
+for f in $SRC; do [ -f "$f" ] || die "no source $f"; done
 
-key=$( { printf '%s\n' "$what" "$CFLAGS" "$LIBS"; cat "$SRC" "$HDR"; "$CC" --version | head -1; } |
+# shellcheck disable=SC2086
+key=$( { printf '%s\n' "$what" "$CFLAGS" "$LIBS"; for f in $KEYED; do basename "$f"; done; cat $KEYED "$HDR"; "$CC" --version | head -1; } |
     sha256sum | cut -c1-64)
 OUT="$CACHE/model/$key"
 if [ -f "$OUT/$SO" ]; then
@@ -56,13 +60,15 @@ if [ -f "$OUT/$SO" ]; then
     exit 0
 fi
 
-say "building $SO from $(basename "$SRC") ($("$CC" --version | head -1)) into $OUT"
+# shellcheck disable=SC2086
+say "building $SO from $(for f in $SRC; do basename "$f"; done | tr '\n' ' ')($("$CC" --version | head -1)) into $OUT"
 mkdir -p "$CACHE/model"
 tmp=$(mktemp -d "$CACHE/model/.build.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM
 # shellcheck disable=SC2086
-nice "$CC" $CFLAGS -I"$QSRC/include/qemu" -o "$tmp/$SO" "$SRC" $LIBS >&2 || die "compile failed"
-cp "$SRC" "$tmp/"
+nice "$CC" $CFLAGS -I"$QSRC/include/qemu" -o "$tmp/$SO" $SRC $LIBS >&2 || die "compile failed"
+# shellcheck disable=SC2086
+cp $KEYED "$tmp/"
 printf 'source %s\nheader %s\ncompiler %s\nflags %s\n' "$SRC" "$HDR" "$("$CC" --version | head -1)" \
     "$CFLAGS $LIBS" >"$tmp/BUILDINFO"
 chmod 755 "$tmp"

@@ -11,24 +11,19 @@ import pytest
 import yaml
 
 from trapline import machine as M
+from trapline.plugin import args as plugin_args
+from trapline import plugin as P
 from trapline.errors import UsageError
 
 MACHINES = ["arm1176-rpi1", "generic-2020s-x86", "ultrasparc-iv-plus", "ultrasparc-t1", "x86-2012-server"]
 
-# The plugin's options, in order: the contract with the plugin's author.
-PLUGIN_KEYS = [
-    "cpi", "l1i_size", "l1i_assoc", "l1i_line", "l1i_lat",
-    "l1d_size", "l1d_assoc", "l1d_line", "l1d_lat", "l1d_write",
-    "l2_size", "l2_assoc", "l2_line", "l2_lat", "l3_size", "l3_assoc", "l3_line", "l3_lat", "mem_lat",
-    "itlb_entries", "itlb_assoc", "dtlb_entries", "dtlb_assoc", "page", "tlb_miss",
-    "stlb_entries", "stlb_assoc", "stlb_lat",
-    "unaligned2", "unaligned4", "unaligned8", "unaligned_penalty", "straddle_penalty",
-    "trap_cost", "lock_cost", "split_lock_cost", "prefetch", "prefetch_trap", "nwindows", "window_trap",
-]
+# The plugin's options from a machine, in order (model/plugin/options.def): all
+# but the platform's own and the NUMA ones, which come only with a numa group.
+PLUGIN_KEYS = [o.name for o in P.OPTIONS if not o.platform and o.absent != "omitted"]
 
 
 def args(m) -> dict:
-    return dict(a.split("=", 1) for a in M.plugin_args(m))
+    return dict(a.split("=", 1) for a in plugin_args(m))
 
 
 @pytest.fixture
@@ -83,13 +78,15 @@ def test_calibrated_figures_follow_from_the_claims():
     ms = M.load_all()
     iv = ms["ultrasparc-iv-plus"]
     assert iv.cycles("traps.cost") / iv.clock_hz == pytest.approx((5.749 - 0.0165) / 2e6, rel=1e-3)
-    assert iv.cycles("prefetch.trap_cost") / iv.clock_hz == pytest.approx((2.59 - 0.01) / 1e6, rel=1e-3)
+    # not calibrated any more (issue 12): measured under the model, sparc-misalign-trap's guest trap path
+    assert iv.cycles("prefetch.trap_cost") / iv.clock_hz == pytest.approx((2639.24 - 2.37) * 1e-9, rel=1e-3)
     arm = ms["arm1176-rpi1"]
     assert arm.cycles("traps.cost") / arm.clock_hz == pytest.approx((68.754 - 2.413) / 1e8, rel=1e-3)
     assert arm.cycles("unaligned.penalty") / arm.clock_hz == pytest.approx((2.053 - 1.934) / 1e8, rel=1e-2)
     x = ms["x86-2012-server"]
     assert x.cycles("atomics.lock_cost") / x.clock_hz == pytest.approx((8.73 - 1.41) * 1e-9, rel=1e-3)
-    assert x.cycles("atomics.split_lock_cost") / x.clock_hz == pytest.approx((1797.05 - 1.78) * 1e-9, rel=1e-3)
+    # not calibrated any more (issue 12): two cross-socket round trips and two memory reads (E5's 120 and 90 ns)
+    assert x.cycles("atomics.split_lock_cost") / x.clock_hz == pytest.approx((2 * 120 + 2 * 90) * 1e-9, rel=1e-3)
     t1 = ms["ultrasparc-t1"]
     assert t1.cycles("windows.spill_fill_cost") / t1.clock_hz == pytest.approx(1 / 6e6, rel=1e-2)
 
@@ -210,7 +207,7 @@ def test_bad_units_name_the_valid_ones(bad, fn):
 
 def test_plugin_args_are_exactly_the_contract():
     for name, m in M.load_all().items():
-        a = M.plugin_args(m)
+        a = plugin_args(m)
         keys = list(PLUGIN_KEYS)
         if "numa" in m.data:  # the NUMA options follow mem_lat
             i = keys.index("mem_lat") + 1
@@ -233,7 +230,7 @@ def test_plugin_args_of_each_machine():
     assert (x["l1d_size"], x["l1d_assoc"], x["l1d_line"], x["l1d_lat"], x["l1d_write"]) == ("32768", "8", "64", "4", "wb")
     assert (x["l2_size"], x["l2_lat"], x["mem_lat"]) == ("262144", "12", "234")
     assert (x["dtlb_entries"], x["dtlb_assoc"], x["page"], x["stlb_entries"], x["stlb_lat"]) == ("64", "4", "4096", "512", "7")
-    assert (x["unaligned8"], x["lock_cost"], x["split_lock_cost"], x["prefetch"]) == ("hw", "19", "4668", "strong")
+    assert (x["unaligned8"], x["lock_cost"], x["split_lock_cost"], x["prefetch"]) == ("hw", "19", "1092", "strong")
     assert (x["nwindows"], x["window_trap"]) == ("0", "0")
 
     a = args(ms["arm1176-rpi1"])
@@ -244,7 +241,7 @@ def test_plugin_args_of_each_machine():
 
     iv = args(ms["ultrasparc-iv-plus"])
     assert (iv["l1d_size"], iv["l1d_line"], iv["l1d_write"], iv["page"]) == ("65536", "32", "wt", "8192")
-    assert (iv["unaligned4"], iv["trap_cost"], iv["prefetch"], iv["prefetch_trap"]) == ("trap", "4299", "strong", "3870")
+    assert (iv["unaligned4"], iv["trap_cost"], iv["prefetch"], iv["prefetch_trap"]) == ("trap", "4299", "strong", "3955")
     assert (iv["nwindows"], iv["window_trap"], iv["mem_lat"]) == ("8", "251", "200")
 
     t1 = args(ms["ultrasparc-t1"])
@@ -307,7 +304,7 @@ def test_to_dict_and_summary():
         d = m.to_dict()
         json.dumps(d)
         assert d["name"] == name and d["file"] == f"gem5_configs/machines/{name}.yaml"
-        assert len(d["file_sha256"]) == 64 and d["plugin_args"] == M.plugin_args(m)
+        assert len(d["file_sha256"]) == 64 and d["plugin_args"] == plugin_args(m)
         s = m.summary()
         assert "\n" not in s and s.startswith(f"{name} (")
     s = M.load("x86-2012-server", ["caches.l1d.line=32B"]).summary()
@@ -390,3 +387,60 @@ def test_derived_needs_from_and_basis(tmp_path):
     with pytest.raises(M.MachineError) as e:
         M.load(_with(tmp_path, "x86-2012-server", edit))
     assert "needs 'from'" in str(e.value) and "needs 'basis'" in str(e.value)
+
+
+# ------------------------------------------------------------------ the typed machine
+
+def test_numbers_are_typed_once_at_load_from_the_schemas_x_unit():
+    """Every number is a Quantity of the kind its schema property names (x-unit), in its
+    base unit; the accessors read those values."""
+    from trapline.machine import schema
+    for name, m in M.load_all().items():
+        leaves = M.numeric_leaves(m.data)
+        assert [q.path for q in m.quantities.fields.values()] == [p for p, _, _ in leaves], name
+        assert not m.quantities.errors, name
+        for path, text, _prov in leaves:
+            q = m.quantity(path)
+            assert q.text == text and q.kind == schema.unit_at(M.paths.parse_path(path))
+    x = M.load("x86-2012-server")
+    assert x.quantity("memory.latency") == M.Quantity("memory.latency", "time", 90 * 1e-9 * 2.6e9, "90ns")
+    assert x.quantity("caches.l3.size").value == 20 << 20 and x.quantity("clock").value == x.clock_hz == 2.6e9
+    assert x.quantity("numa.latency_ns[0][1]").value == pytest.approx(312.0)
+    assert x.raw("numa.latency_ns[0][1]") == "120ns"  # the one path walker indexes lists
+    with pytest.raises(M.MachineError, match="caches.l1d.line: is a size, not a time"):
+        x.cycles("caches.l1d.line")
+    # a --set on the clock retypes every time written in ns; cycles stay as written
+    slow = M.load("x86-2012-server", ["clock=1GHz"])
+    assert slow.cycles("memory.latency") == pytest.approx(90.0) and slow.cycles("caches.l2.latency") == 12.0
+
+
+def test_a_new_field_needs_only_the_schema_and_the_yaml(tmp_path, monkeypatch, x86):
+    """Adding a number to the machines is a schema property with an x-unit: the typed
+    machine, sources(), --set and the error sentences take it with no Python change."""
+    from trapline.machine import schema
+    s = copy.deepcopy(schema.schema())
+    s["properties"]["caches"]["properties"]["l1d"]["properties"]["fill_buffer"] = {
+        "anyOf": [{"$ref": "#/$defs/size"}, {"$ref": "#/$defs/sourced"}], "x-unit": "size"}
+    monkeypatch.setattr(schema, "schema", lambda: s)
+    d = copy.deepcopy(x86)
+    d["caches"]["l1d"]["fill_buffer"] = "1kB"
+    p = tmp_path / "x86-2012-server.yaml"
+    p.write_text(yaml.safe_dump(d))
+    m = M.load(p)
+    assert m.bytes("caches.l1d.fill_buffer") == 1024 and "caches.l1d.fill_buffer" in m.sources()
+    m2 = M.load(p, ["caches.l1d.fill_buffer=2kB"])
+    assert m2.bytes("caches.l1d.fill_buffer") == 2048
+    assert m2.sources()["caches.l1d.fill_buffer"] == "--set caches.l1d.fill_buffer=2kB"
+    with pytest.raises(M.MachineError, match="caches.l1d.fill_buffer: unknown unit 'furlongs'"):
+        M.load(p, ["caches.l1d.fill_buffer=1furlongs"])
+
+
+def test_an_optional_field_maps_to_its_option_only_when_given():
+    """traps.entry_cost (options.def: trap_entry, 'omitted without traps.entry_cost'):
+    absent from every machine file, so not passed; given, in whole cycles at the clock."""
+    m = M.load("ultrasparc-iv-plus")
+    assert not any(a.startswith("trap_entry=") for a in plugin_args(m))
+    m = M.load("ultrasparc-iv-plus", ["traps.entry_cost=40cycles"])
+    assert "trap_entry=40" in plugin_args(m)
+    m = M.load("ultrasparc-iv-plus", ["traps.entry_cost=20ns"])  # 1.5 GHz: 30 cycles
+    assert "trap_entry=30" in plugin_args(m), plugin_args(m)

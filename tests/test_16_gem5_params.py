@@ -1,6 +1,9 @@
 """The gem5 side of the machine descriptions (gem5_configs/trapline_gem5/,
 gem5_configs/run_se.py, trapline/gem5.py).
 
+trapline writes the typed machine as JSON (trapline.gem5.export: every number
+in bytes, Hz or cycles); params.py maps that JSON, as run_se.py does inside gem5.
+
 gem5 is not installed here, so: the parameters are checked against the
 machines' own converted values; every machine field is either mapped to a gem5
 parameter or noted; the JSON round-trips; the gem5-side files compile and
@@ -10,7 +13,6 @@ which catches wiring mistakes (a name not in the list cannot even be imported).
 """
 
 import ast
-import copy
 import enum
 import json
 import py_compile
@@ -21,7 +23,9 @@ from pathlib import Path
 
 import pytest
 
+from trapline import gem5 as G
 from trapline import machine as M
+from trapline.plugin import args as plugin_args
 
 ROOT = Path(__file__).resolve().parent.parent
 GEM5_CONFIGS = ROOT / "gem5_configs"
@@ -74,6 +78,15 @@ def load(name, sets=()):
     return M.load(name, list(sets))
 
 
+def typed(m) -> dict:
+    """The typed machine as run_se.py reads it: trapline's export, through JSON."""
+    return json.loads(json.dumps(G.export(m)))
+
+
+def gem5_params(m) -> "P.Gem5Params":
+    return P.from_machine(typed(m))
+
+
 @pytest.fixture(scope="module")
 def machines():
     return {n: load(n) for n in MACHINES}
@@ -105,12 +118,12 @@ def gem5_metric(text: str, unit: str) -> float:
 @pytest.mark.parametrize("name", MACHINES)
 def test_params_equal_the_machines_converted_values(machines, name):
     m = machines[name]
-    p = P.from_machine(m)
+    p = gem5_params(m)
     assert p.machine == name and p.arch == m.arch
     assert p.isa == {"x86_64": "X86", "sparc64": "SPARC", "armv6": "ARM"}[m.arch]
     assert p.clock_hz == m.clock_hz and gem5_metric(p.clock, "Hz") == pytest.approx(m.clock_hz)
     assert p.cache_line_size == m.bytes("caches.l1d.line")
-    plugin = dict(a.split("=", 1) for a in M.plugin_args(m))
+    plugin = dict(a.split("=", 1) for a in plugin_args(m))
     levels = [lv for lv in ("l1i", "l1d", "l2", "l3") if m.has(f"caches.{lv}")]
     assert [c.level for c in p.caches()] == levels
     for c in p.caches():
@@ -143,7 +156,7 @@ def test_latencies_add_up_to_the_machines_load_to_use(machines, name):
     """A hit at L1 costs data_latency; below, the path (upper levels' tag and
     response latencies, crossbars) plus data_latency is the machine's figure,
     and memory's path plus SimpleMemory.latency is memory.latency."""
-    p = P.from_machine(machines[name])
+    p = gem5_params(machines[name])
     for c in (p.l1i, p.l1d):
         assert max(c.tag_latency, c.data_latency) == c.latency_cycles
     path, up = 0, p.l1d
@@ -162,7 +175,7 @@ def test_latencies_add_up_to_the_machines_load_to_use(machines, name):
 
 def test_clamped_latency_is_noted_not_hidden():
     m = load("x86-2012-server", ["caches.l2.latency=6cycles"])
-    p = P.from_machine(m)
+    p = gem5_params(m)
     assert p.l2.data_latency == p.l2.tag_latency
     assert P.Note in map(type, p.notes_for("caches.l2.latency"))
     assert "not 6" in p.notes_for("caches.l2.latency")[0].text
@@ -180,7 +193,7 @@ def test_a_set_shows_up_in_the_json(tmp_path):
     r = run_export("--machine", "x86-2012-server", "--set", "caches.l1d.line=32B",
                    "--set", "caches.l1d.size=64kB", "-o", str(out))
     assert r.returncode == 0, r.stderr
-    d = json.loads(out.read_text())
+    d = P.from_machine(json.loads(out.read_text())).to_dict()
     assert d["sets"] == ["caches.l1d.line=32B", "caches.l1d.size=64kB"]
     assert d["l1d"]["size"] == "64KiB" and d["l1d"]["size_bytes"] == 65536
     assert d["l1d"]["line_bytes"] == 32 and d["cache_line_size"] == 32
@@ -188,61 +201,76 @@ def test_a_set_shows_up_in_the_json(tmp_path):
     noted = {n["field"] for n in d["notes"]}
     assert {"caches.l1i.line", "caches.l2.line", "caches.l3.line"} <= noted
     # and the plain export differs
-    plain = json.loads(run_export("--machine", "x86-2012-server").stdout)
+    plain = P.from_machine(json.loads(run_export("--machine", "x86-2012-server").stdout)).to_dict()
     assert plain["l1d"]["size_bytes"] == 32768 and plain["cache_line_size"] == 64 and plain["sets"] == []
 
 
 def test_write_through_l1_is_noted_by_field_name(machines):
-    p = P.from_machine(machines["ultrasparc-iv-plus"])
+    p = gem5_params(machines["ultrasparc-iv-plus"])
     assert M.load("ultrasparc-iv-plus").raw("caches.l1d.write") == "write-through"
     notes = p.notes_for("caches.l1d.write")
     assert len(notes) == 1 and notes[0].value == "write-through"
     assert "write-through" in notes[0].text and "write-back" in notes[0].text
     assert "caches.l1d.write" not in p.mapped
-    x86 = P.from_machine(machines["x86-2012-server"])
+    x86 = gem5_params(machines["x86-2012-server"])
     assert not x86.notes_for("caches.l1d.write") and "caches.l1d.write" in x86.mapped
 
 
 def test_qemu_model_only_fields_are_noted(machines):
-    p = P.from_machine(machines["x86-2012-server"])
+    p = gem5_params(machines["x86-2012-server"])
     for f in ("numa.nodes", "numa.latency_ns", "atomics.split_lock_cost", "atomics.lock_cost", "unaligned.w8",
               "unaligned.line_cross_penalty", "prefetch.semantics", "traps.cost", "tlb.stlb.entries", "cpi"):
         assert p.notes_for(f), f
-    t1 = P.from_machine(machines["ultrasparc-t1"])
+    t1 = gem5_params(machines["ultrasparc-t1"])
     assert t1.notes_for("windows.spill_fill_cost") and "windows.count" in t1.mapped  # NWindows = 8 in gem5
-    assert not P.from_machine(load("ultrasparc-t1", ["windows.count=16"])).mapped.get("windows.count")
+    assert not gem5_params(load("ultrasparc-t1", ["windows.count=16"])).mapped.get("windows.count")
 
 
 @pytest.mark.parametrize("name", MACHINES)
 def test_every_field_is_mapped_or_noted_on_purpose(machines, name):
     m = machines[name]
-    p = P.from_machine(m)
-    assert P.uncovered(p, m.data) == []
+    p = gem5_params(m)
+    assert P.uncovered(p, typed(m)) == []
     fallback = [n.field for n in p.notes if n.text.startswith("not used by the gem5 configuration")]
     assert fallback == [], f"fields no rule handles: {fallback}"
     # every field of the machine appears, and nothing else
-    assert set(p.mapped) | {n.field for n in p.notes} == set(P.leaves(m.data))
+    assert set(p.mapped) | {n.field for n in p.notes} == set(P.leaves(typed(m)))
 
 
 def test_an_unknown_field_is_noted_not_dropped(machines):
-    data = copy.deepcopy(machines["arm1176-rpi1"].data)
-    data["caches"]["l1d"]["banks"] = 4
+    data = typed(machines["arm1176-rpi1"])
+    data["fields"]["caches.l1d.banks"] = {"text": 4}
     p = P.from_machine(data)
     assert [n.value for n in p.notes_for("caches.l1d.banks")] == [4]
 
 
 @pytest.mark.parametrize("name", MACHINES)
 def test_json_round_trips(machines, name):
-    p = P.from_machine(machines[name])
+    p = gem5_params(machines[name])
     text = p.to_json()
     assert P.Gem5Params.from_json(text) == p
-    from trapline import gem5 as G
-    assert json.loads(text) == G.export(machines[name])
+    assert json.loads(text) == json.loads(P.from_machine(json.loads(json.dumps(G.export(machines[name])))).to_json())
     assert P.Gem5Params.from_json(json.dumps(json.loads(text))).to_json() == text
 
 
+def test_params_takes_only_the_typed_machine_json(machines):
+    """params.py parses no unit: it refuses anything but trapline's typed JSON, naming it."""
+    m = machines["x86-2012-server"]
+    for bad in (m, m.data):
+        with pytest.raises(P.ParamsError, match="typed machine JSON written by python -m trapline.gem5"):
+            P.from_machine(bad)
+    d = typed(m)
+    d["format"] = 99
+    with pytest.raises(P.ParamsError, match="format 99"):
+        P.from_machine(d)
+    t = typed(m)["fields"]
+    assert t["memory.latency"] == {"text": "90ns", "kind": "time", "value": m.cycles("memory.latency")}
+    assert t["numa.latency_ns"]["value"] == [[m.cycles(f"numa.latency_ns[{i}][{j}]") for j in (0, 1)] for i in (0, 1)]
+    assert t["clock"]["value"] == m.clock_hz and t["caches.l1d.assoc"] == {"text": 8, "kind": "ways", "value": 8}
+
+
 def test_json_of_another_format_is_refused(machines):
-    d = P.from_machine(machines["arm1176-rpi1"]).to_dict()
+    d = gem5_params(machines["arm1176-rpi1"]).to_dict()
     d["format"] = 99
     with pytest.raises(P.ParamsError, match="format"):
         P.Gem5Params.from_dict(d)
@@ -567,7 +595,7 @@ def fake_gem5(monkeypatch):
 def test_board_built_against_stand_ins(fake_gem5, machines, name):
     import importlib
     board_mod = importlib.import_module("trapline_gem5.board")
-    p = P.Gem5Params.from_json(P.from_machine(machines[name]).to_json())
+    p = P.Gem5Params.from_json(gem5_params(machines[name]).to_json())
     o3 = fake_gem5["gem5.components.processors.cpu_types"].CPUTypes.O3
     board = board_mod.TraplineBoard(p, cpu_type=o3)
     # O3's 64-byte fetch buffer follows a shorter line
@@ -618,7 +646,7 @@ def test_run_se_runs_against_stand_ins(fake_gem5, tmp_path, capsys, monkeypatch)
     exe = tmp_path / "prog"
     exe.write_bytes(b"\x7fELF")
     js = tmp_path / "m.json"
-    js.write_text(P.from_machine(load("ultrasparc-t1")).to_json())
+    js.write_text(json.dumps(G.export(load("ultrasparc-t1"))))
     out = tmp_path / "m5out"
     fake_gem5["m5"].options.outdir = str(out)
     script = GEM5_CONFIGS / "run_se.py"
@@ -642,7 +670,10 @@ def test_run_sh_gem5_writes_the_same_json_as_the_module(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == str(out) and not out.with_name("t1.json.tmp").exists()
     d = json.loads(out.read_text())
-    assert d["sets"] == ["caches.l2.size=6MB"] and d["l2"]["size_bytes"] == 6 << 20
+    assert d["sets"] == ["caches.l2.size=6MB"] and P.from_machine(d).to_dict()["l2"]["size_bytes"] == 6 << 20
+    # the typed machine: numbers in base units beside the text as written, and the ISA
+    assert d["fields"]["caches.l2.size"] == {"text": "6MB", "kind": "size", "value": 6 << 20}
+    assert d["fields"]["caches.l1d.write"] == {"text": "write-through"} and d["isa"] == "SPARC"
     assert d == json.loads(run_export("--machine", "ultrasparc-t1", "--set", "caches.l2.size=6MB").stdout)
     bad = trapline("gem5", "--machine", "ultrasparc-t1", "--set", "caches.l1d.line=48B", "-o", str(tmp_path / "x.json"))
     assert bad.returncode == 2 and "caches.l1d.line" in bad.stderr and not (tmp_path / "x.json").exists()

@@ -11,7 +11,7 @@ def test_list_prints_every_id_with_its_description():
     r = trapline("list")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert [l.split()[0] for l in lines] == experiment.CATALOGUE_ORDER
+    assert [l.split()[0] for l in lines] == list(experiment.load_all())
     assert all(len(l.split(None, 1)) == 2 for l in lines)
 
 

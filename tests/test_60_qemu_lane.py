@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from trapline import build, images
+from trapline import build, guest, images
 
 QEMU_IDS = ["sparc-misalign-trap", "armv6-unaligned", "sparc-strong-prefetch", "numa-first-touch", "sparc-spill-fill"]
 
@@ -93,15 +93,15 @@ def armv6_image():
 
 def test_hung_guest_is_killed_at_its_timeout_with_the_console_tail(armv6_image):
     hang = "/trapline/bin/strlen-loop/strlen-loop variant=inloop loops=1000000000000"
-    b = images.boot(armv6_image, [hang], timeout=12)
+    b = guest.boot(armv6_image, [hang], timeout=12)
     assert b.status == 124
-    msg = images.describe_failure(b, 12)
+    msg = guest.describe_failure(b, 12)
     assert "did not finish within 12 s" in msg and "console tail" in msg
     assert "TLG cmd 1 /trapline/bin/strlen-loop/strlen-loop" in msg
 
 
 def test_failing_guest_command_is_reported(armv6_image):
-    b = images.boot(armv6_image, ["/trapline/bin/strlen-loop/strlen-loop bogus_key=1"], timeout=60)
+    b = guest.boot(armv6_image, ["/trapline/bin/strlen-loop/strlen-loop bogus_key=1"], timeout=60)
     assert b.status == 0 and b.commands[0].status == "2"
     assert "unknown key 'bogus_key'" in b.commands[0].output
 

@@ -12,7 +12,12 @@ mode, checked against independent oracles:
 - SPARC: a recursion of depth N spills and fills N - (nwindows - 2) windows
   per descent; a misaligned load under unaligned<w>=trap is one trap;
 - instruction counts equal a one-callback-per-instruction reference plugin;
-- locked RMW, prefetch classes, regions, options and determinism.
+- locked RMW, prefetch classes, regions, options and determinism;
+- the option table (model/plugin/options.def): help=json prints exactly what
+  trapline/plugin.py parses from it, values outside a row's range are refused
+  naming the option and the range, trapline.plugin.args maps every machine as
+  the hand-written mapping did (tests/data/plugin_args.json), and docs/model.md carries the generated
+  table.
 
 The guest programs are in model/tests/, built here with gcc -static -O1
 (and sparc64-linux-gnu-gcc for the SPARC ones). Skipped only when the QEMU
@@ -26,6 +31,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
+from trapline import machine as M
+from trapline import plugin as P
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = ROOT / "model"
@@ -594,12 +602,8 @@ def test_output_is_byte_identical_across_runs(plugin, bins, tmp_path):
 
 # ------------------------------------------------------------------ options
 
-CONTRACT = ("arch out cpi l1i_size l1i_assoc l1i_line l1i_lat l1d_size l1d_assoc l1d_line l1d_lat l1d_write "
-            "l2_size l2_assoc l2_line l2_lat l3_size l3_assoc l3_line l3_lat mem_lat "
-            "numa_nodes numa_lat numa_mem numa_cpus numa_interleave itlb_entries itlb_assoc dtlb_entries dtlb_assoc page tlb_miss "
-            "stlb_entries stlb_assoc stlb_lat unaligned2 unaligned4 unaligned8 unaligned_penalty straddle_penalty "
-            "trap_cost lock_cost split_lock_cost prefetch prefetch_trap nwindows window_trap trap_table "
-            "fast_forward").split()
+# every option of the table but trace= (the tests' own access stream, exercised by the pycachesim tests)
+CONTRACT = [o.name for o in P.OPTIONS if o.name != "trace"]
 
 
 @pytest.mark.parametrize("opt,words", [
@@ -647,6 +651,10 @@ def test_every_contract_option_is_accepted(plugin, bins, tmp_path):
                 split_lock_cost=1200, prefetch="strong", prefetch_trap=700, nwindows=0, window_trap=80,
                 l3_size=1048576, l3_assoc=16, l3_line=64, l3_lat=30, numa_nodes=2, numa_lat="150:210:210:150",
                 numa_mem="1073741824:1073741824", numa_cpus="1", numa_interleave=0, trap_table=0, fast_forward=0)
+    assert set(opts) <= set(CONTRACT), sorted(set(opts) - set(CONTRACT))
+    # an option the list above does not name (a new row of options.def) is passed at its table default
+    opts = {**{o.name: int(o.default) if o.kind == "U64" else o.default
+               for o in P.OPTIONS if o.name in CONTRACT and o.name not in opts and o.default != ""}, **opts}
     assert sorted(opts) == sorted(set(CONTRACT) - {"out"})
     _, stats, _ = run_model(plugin, "x86_64", bins["tlbwalk.x86_64"], ["pages=4"], opts, tmp_path)
     o = stats["options"]
@@ -696,3 +704,120 @@ def test_numa_charges_the_latency_matrix_by_node(cpu_node, plugin, bins, tmp_pat
     f = flat["regions"][0]
     assert f["memory_reads_by_node"] == [n0 + n1]
     assert r["cycles"] - f["cycles"] == (n1 if cpu_node == 0 else n0) * 200
+
+
+# ------------------------------------------------------------------ the option table
+
+def test_help_json_prints_the_table_trapline_plugin_parses(plugin, tmp_path):
+    r = subprocess.run(["qemu-x86_64", "-plugin", f"{plugin},help=json", "/bin/true"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    table = json.loads(r.stdout)
+    assert table["tool"] == "trapline-model"
+    assert table["options"] == [o.to_dict() for o in P.OPTIONS]
+    assert [o["name"] for o in table["options"]] == CONTRACT + ["trace"]
+    out = tmp_path / "help.json"  # to out= instead, and the guest does not run
+    r = subprocess.run(["qemu-x86_64", "-plugin", f"{plugin},help=json,out={out}", "/bin/false"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout == "" and json.loads(out.read_text()) == table
+    r = subprocess.run(["qemu-x86_64", "-plugin", f"{plugin},help=yaml", "/bin/true"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode != 0 and "help=yaml" in r.stderr and "json" in r.stderr
+
+
+def test_every_default_lies_in_its_range_and_is_echoed(plugin, bins, tmp_path):
+    _, stats, _ = run_model(plugin, "x86_64", bins["tlbwalk.x86_64"], ["pages=4"], {}, tmp_path)
+    echoed = stats["options"]
+    assert list(echoed) == [o.name for o in P.OPTIONS if o.kind != "STR"]  # every option but the file names
+    for o in P.OPTIONS:
+        if o.kind in ("U64", "F64", "F64P") and o.default:
+            assert o.min <= float(o.default) <= o.max, o.name
+            assert echoed[o.name] == float(o.default), o.name
+        elif o.kind == "ENUM":
+            assert o.default == "" or o.default in o.choices, o.name
+            assert echoed[o.name] in o.choices, o.name
+
+
+@pytest.mark.parametrize("opt", [
+    f"dtlb_entries={2 ** 64}",           # tlb.dtlb.entries=2^64
+    "dtlb_entries=16777217",
+    f"mem_lat={10 ** 30}",               # memory.latency=1e30ns
+    f"l2_size={1099511627776 << 30}",    # caches.l2.size=1099511627776GB
+    "l2_size=1099511627777",
+    "cpi=1e30",
+    "cpi=0",
+    "tlb_miss=10000001",
+    "straddle_penalty=1e9",
+    "numa_lat=1:20000000",
+    "page=128",
+])
+def test_out_of_range_values_are_refused_naming_the_option_and_range(opt, plugin, bins, tmp_path):
+    name, value = opt.split("=")
+    o = P.BY_NAME[name]
+    r = subprocess.run(["qemu-x86_64", "-plugin", f"{plugin},{opt}", str(bins["tlbwalk.x86_64"])],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    line = next(x for x in r.stderr.splitlines() if x.startswith("trapline-model:"))
+    assert f"{name}={value} is not valid" in line and str(o.max) in line and str(o.min) in line, line
+    assert o.doc in line, line
+
+
+def test_the_table_maps_every_machine_as_the_hand_written_mapping_did():
+    """tests/data/plugin_args.json holds what the hand-written machine -> options
+    mapping (machine.plugin_args, before the table replaced it) gave for every
+    machine and for --set variants: the table-driven mapping must give exactly that."""
+    golden = json.loads((Path(__file__).parent / "data" / "plugin_args.json").read_text())
+    assert len(golden) >= 10
+    for case in golden:
+        m = M.load(case["machine"], case["sets"])
+        assert P.args(m) == case["plugin_args"], (case["machine"], case["sets"])
+
+
+def test_every_machine_option_is_in_range():
+    for name, m in M.load_all().items():
+        for a in P.args(m):
+            k, v = a.split("=", 1)
+            o = P.BY_NAME[k]
+            if o.kind == "ENUM":
+                assert v in o.choices, (name, a)
+            elif o.kind == "MATRIX":
+                assert all(o.min <= int(x) <= o.max for x in v.split(":")), (name, a)
+            else:
+                assert o.min <= float(v) <= o.max and (o.kind != "F64P" or float(v) > o.min), (name, a)
+
+
+def test_the_table_is_well_formed():
+    with pytest.raises(ValueError, match="kind"):
+        P.parse('OPT(x, U32, "0", 0, 1, "-", "a.b", "count", "doc")')
+    with pytest.raises(ValueError, match="conversion"):
+        P.parse('OPT(x, U64, "0", 0, 1, "-", "a.b", "furlongs", "doc")')
+    with pytest.raises(ValueError, match="twice"):
+        row = 'OPT(x, U64, "0", 0, 1, "-", "-", "platform", "doc")'
+        P.parse(row + "\n" + row)
+    with pytest.raises(ValueError, match="not OPT"):
+        P.parse('OPT(x, U64, 0, 0, 1)')
+    assert {o.how for o in P.OPTIONS} <= set(P.HOWS)
+
+
+def test_region_counts_come_from_the_counter_list():
+    g = {"instructions": 5, "cycles": 9, "l2": None, "trap_table_entries": {"unaligned": 3, "spill": 1},
+         "exceptions": {"data_abort": 4}, "memory_reads_by_node": [1, 2], "memory_writes_by_node": [3, 4],
+         "traps": {"window_spill": 2}, "l1d": {"misses": 6}}
+    c = P.region_counts(g, 11)
+    assert c["model_ops"] == 11 and c["model_instructions"] == 5 and c["model_cycles"] == 9
+    assert c["model_l2_misses"] == 0 and c["model_l3_misses"] == 0 and c["model_l1d_misses"] == 6
+    assert (c["model_trap_entries_unaligned"], c["model_trap_entries_spill"], c["model_data_aborts"]) == (3, 1, 4)
+    assert (c["model_memory_reads"], c["model_memory_writes"], c["model_memory_reads_node1"]) == (3, 7, 2)
+    assert c["model_window_spills"] == 2 and c["model_window_fills"] == 0
+    assert "model_data_aborts" not in P.region_counts({}, 0)
+    names = {x.name for x in P.COUNTERS}
+    assert all(k in names or any(n.endswith("{}") and k.startswith(n[:-2]) for n in names) for k in c)
+
+
+@pytest.mark.parametrize("which", ["options", "counters"])
+def test_docs_carry_the_generated_tables(which):
+    text = (ROOT / "docs" / "model.md").read_text()
+    begin, end, generated = P.MARKS[which]
+    assert begin in text and end in text, f"docs/model.md lacks the {which} table's markers"
+    i, j = text.index(begin), text.index(end) + len(end) + 1
+    assert text[i:j] == generated(), f"docs/model.md's {which} table is stale: python -m trapline.plugin --markdown"

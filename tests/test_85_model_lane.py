@@ -13,9 +13,11 @@ from trapline import build
 def _run(results_dir, *extra):
     r = trapline("run", "x86-split-lock", "--platform", "model", "--quick", "--fresh", "--set", "offsets=20-35",
                  *extra)
-    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.returncode in (0, 1), r.stderr[-3000:]  # 1: an entry failed (offsets 20-35 miss a 64-byte line's straddles)
     final = (results_dir / "latest").resolve()
-    return json.loads((final / "entries" / "x86-split-lock.model.json").read_text())
+    entry = json.loads((final / "entries" / "x86-split-lock.model.json").read_text())
+    assert r.returncode == (1 if entry["status"] == "failed" else 0), (r.returncode, entry["status"])
+    return entry
 
 
 def _locked(entry):
@@ -27,7 +29,9 @@ def test_line_size_moves_the_straddling_offsets_and_runs_are_deterministic(resul
     again = _locked(_run(results_dir, "--set", "line=64"))
     assert base == again, "the model must give identical figures for identical inputs"
     small = _run(results_dir, "--set", "line=32", "--set", "caches.l1d.line=32B")
-    assert small["status"] == "reproduced", small["note"]
+    # the cliff (at least 20x, the criterion this lane had while split_lock_cost was fitted
+    # to E3); with the bus lock predicted (420 ns against E3's 1,797) the lane says differs
+    assert small["reproduced"] >= 20 and small["status"] == "differs", small["note"]
     s = _locked(small)
     # 64-byte lines: offsets 20..35 never straddle; 32-byte lines: 25..31 do (bus lock)
     assert max(base.values()) < 3 * min(base.values())
@@ -55,15 +59,18 @@ def test_simulate_runs_a_users_static_program():
     assert r.returncode == 2 and "x86_64" in r.stderr
 
 
-def test_spill_fill_traps_are_counted_by_the_model_on_a_3mb_12way_l2(results_dir):
+def test_spill_fill_traps_are_counted_by_the_model_on_a_3mb_12way_l2():
     """ultrasparc-t1: a 3 MB 12-way L2 (4096 sets) is a valid geometry; every call
-    at depth 1000 spills once, counted by the model, not derived."""
-    r = trapline("run", "sparc-spill-fill", "--platform", "model", "--quick")
+    at depth 1000 spills once, counted by the plugin's own window model in user
+    mode, not derived. (The experiment's model lane now runs in the sun4u guest,
+    where Linux's handlers do the spilling: test_guest_lane_runs_linuxs_spill_and_fill_handlers.)"""
+    prog = build.build("sparc64") / "sparc-spill-fill" / "spill-fill"
+    r = trapline("simulate", "--machine", "ultrasparc-t1", "--arch", "sparc64", "--",
+                 str(prog), "quick=1", "reps=1", "warmup=0", "depth=1000", "repeats=5")
     assert r.returncode == 0, r.stderr[-2000:]
-    e = json.loads(((results_dir / "latest").resolve() / "entries" / "sparc-spill-fill.model.json").read_text())
-    spills = next(f["value"] for f in e["figures"] if f["name"].startswith("window spill traps counted"))
-    assert spills == pytest.approx(0.994, abs=0.002)
-    assert e["status"] in ("reproduced", "differs") and e["reproduced"] > 0
+    regions = [g for g in json.loads(r.stdout)["stats"]["regions"] if g.get("marked")]
+    assert len(regions) == 1 and regions[0]["cycles"] > 0
+    assert regions[0]["traps"]["window_spill"] / (1000 * 5) == pytest.approx(0.994, abs=0.002)
 
 
 def test_strong_prefetch_of_address_zero_traps_in_the_model_and_weak_does_not(results_dir):
@@ -74,7 +81,9 @@ def test_strong_prefetch_of_address_zero_traps_in_the_model_and_weak_does_not(re
     assert per_prefetch["prefetch traps counted by the model per strong prefetch"] == 1.0
     assert per_prefetch["prefetch traps counted by the model per weak prefetch"] == 0.0
     assert e["status"] == "reproduced" and e["reproduced"] > 100
-    assert "fitted to this claim (E4): prefetch.trap_cost" in e["note"]
+    # the trap cost is no longer fitted to E4 (issue 12): measured under the model
+    assert "prefetch.trap_cost" not in e["platform_facts"]["calibrated_on_this_claim"]
+    assert "fitted to this claim (E4)" not in e["note"]
 
 
 @pytest.mark.parametrize("arch, machine", [("sparc64", "ultrasparc-iv-plus"), ("armv6", "arm1176-rpi1")])
@@ -197,18 +206,20 @@ def test_guest_lane_numa_latency_follows_the_guest_kernels_page_placement(result
 # ------------------------------------------------- sensitivity to one parameter
 
 def test_sensitivity_scales_a_parameter_and_reports_the_headline_change(results_dir):
-    """The spill/fill time per call is mostly window traps: doubling their cost
-    nearly doubles it, halving the (unused here) TSB latency changes nothing.
-    The runs leave nothing in the results directory."""
-    r = trapline("sensitivity", "sparc-spill-fill", "--quick", "--json", "--param", "windows.spill_fill_cost",
+    """The straddling locked add is almost all bus lock: doubling its cost nearly
+    doubles the headline, halving the (unused here: 16 lines of one page) STLB
+    latency changes nothing. The runs leave nothing in the results directory.
+    (Until issue 12 this used sparc-spill-fill's windows.spill_fill_cost; that lane
+    now runs Linux's own handlers in the guest, where the lump cost is not used.)"""
+    r = trapline("sensitivity", "x86-split-lock", "--quick", "--json", "--param", "atomics.split_lock_cost",
                  "--param", "tlb.stlb.latency", "--factors", "0.5,2")
     assert r.returncode == 0, r.stderr[-3000:]
     res = json.loads(r.stdout)
-    assert res["machine"] == "ultrasparc-t1" and res["baseline"]["reproduced"] > 0
+    assert res["machine"] == "x86-2012-server" and res["baseline"]["reproduced"] > 0
     rows = {(x["param"], x["factor"]): x for x in res["rows"]}
-    assert rows[("windows.spill_fill_cost", 2.0)]["value"] == "334ns"  # 167ns x 2, in the field's unit
-    assert 0.7 < rows[("windows.spill_fill_cost", 2.0)]["change"] < 1.0
-    assert -0.5 < rows[("windows.spill_fill_cost", 0.5)]["change"] < -0.35
+    assert rows[("atomics.split_lock_cost", 2.0)]["value"] == "840ns"  # 420ns x 2, in the field's unit
+    assert 0.7 < rows[("atomics.split_lock_cost", 2.0)]["change"] < 1.0
+    assert -0.5 < rows[("atomics.split_lock_cost", 0.5)]["change"] < -0.35
     assert rows[("tlb.stlb.latency", 0.5)]["change"] == 0 and rows[("tlb.stlb.latency", 2.0)]["change"] == 0
     assert not results_dir.exists() or not any(results_dir.iterdir())
     # without --param: the machine's assumed numbers (ultrasparc-iv-plus: cpi and the
@@ -219,7 +230,7 @@ def test_sensitivity_scales_a_parameter_and_reports_the_headline_change(results_
 
 
 @pytest.mark.parametrize("args, words", [
-    (["strlen-loop"], ["no model platform", "sparc-spill-fill"]),
+    (["plt-itlb"], ["no model platform", "sparc-spill-fill"]),
     (["sparc-spill-fill", "--param", "nope"], ["--param nope", "memory.latency"]),
     (["sparc-spill-fill", "--factors", "0,2"], ["--factors", "positive"]),
     (["sparc-spill-fill", "--param", "caches.l1d.line", "--factors", "0.75"], ["caches.l1d.line", "power of two"]),
@@ -231,3 +242,135 @@ def test_sensitivity_bad_input_is_named_before_any_run(args, words, results_dir)
     for w in words:
         assert w in r.stderr, (w, r.stderr)
     assert not results_dir.exists()
+
+
+# ------------------------------------------- issue 12: predictions, not fits
+
+def _figures(e):
+    return {x["name"]: x["value"] for x in e["figures"]}
+
+
+def test_guest_lane_runs_linuxs_spill_and_fill_handlers(results_dir):
+    """sparc-spill-fill in the sun4u guest (ultrasparc-t1): every window overflow
+    enters Linux's spill handler and every underflow its fill handler, counted in
+    the trap table; the plugin's own window model and the E8-fitted
+    windows.spill_fill_cost are off, so the per-call time is a prediction. Same
+    0.994 spills per call at depth 1000 as the user-mode window model ((N - 6) / N),
+    measured here, not derived; 183 ns per call against the claimed 333."""
+    r = trapline("run", "sparc-spill-fill", "--platform", "model", "--quick", "--fresh")
+    assert r.returncode == 0, r.stderr[-3000:]
+    e, _ = _entry(results_dir, "sparc-spill-fill")
+    assert e["status"] == "reproduced", e["note"]
+    assert 167 <= e["reproduced"] <= 667
+    f = e["platform_facts"]
+    assert f["guest"] is True and f["machine"] == "ultrasparc-t1" and f["calibrated_on_this_claim"] == []
+    assert all(c["ok"] for c in e["checks"]), e["checks"]
+    figs = _figures(e)
+    # (1000 - 6) / 1000, plus at most a few windows flushed by an interrupt
+    assert 0.994 <= figs["spill trap-table entries per call at depth 1000 (Linux's spill handlers)"] <= 0.997
+    assert 0.994 <= figs["fill trap-table entries per call at depth 1000 (Linux's fill handlers)"] <= 0.997
+    assert next(v for k, v in figs.items() if k.startswith("spills counted by the plugin's own")) == 0
+    # a save, a call, a return and the handler's 16 stores or loads: tens of instructions, not hundreds
+    assert 30 < figs["instructions per call at depth 1000 (the call, its return and its share of the handlers)"] < 200
+    # within the windows no trap runs: a call costs tens of ns, far below the trapping one
+    assert figs["time per call at depth 10 (modelled, fits in the windows)"] < e["reproduced"] / 2
+
+
+def test_split_lock_is_predicted_from_the_bus_lock_sequence_and_differs(results_dir):
+    """x86-split-lock (x86-2012-server): atomics.split_lock_cost is derived from the
+    machine's cross-socket and memory latencies (2 x 120 + 2 x 90 ns), not fitted to
+    E3, so the model predicts a straddling locked add of about 422 ns against E3's
+    1,797 ns; the headline (about 47x against 206x) misses the factor of two and
+    the lane says differs, with the reason in the note."""
+    r = trapline("run", "x86-split-lock", "--platform", "model", "--quick", "--fresh")
+    assert r.returncode == 0, r.stderr[-3000:]
+    e, _ = _entry(results_dir, "x86-split-lock")
+    assert e["status"] == "differs" and 20 <= e["reproduced"] < 103, e["note"]
+    assert "atomics.split_lock_cost" not in e["platform_facts"]["calibrated_on_this_claim"]
+    assert "4x shallower" in e["note"]
+    figs = _figures(e)
+    assert 415 <= figs["straddling locked add (ns, modelled; the bus lock is predicted)"] <= 430
+    assert figs["split locked operations counted by the model per straddling add"] == 1
+
+
+def test_strlen_loop_model_lane_counts_calls_and_instructions_per_iteration(results_dir):
+    """strlen-loop on x86-2012-server (user mode, deterministic): strlen in the
+    condition is called once per iteration (51 per 50-byte pass), hoisted once per
+    pass; each call costs tens of instructions, so the in-condition form runs about
+    5x the instructions and cycles of the hoisted one. Nothing is fitted to E10."""
+    r = trapline("run", "strlen-loop", "--platform", "model", "--quick", "--fresh")
+    assert r.returncode == 0, r.stderr[-3000:]
+    e, _ = _entry(results_dir, "strlen-loop")
+    assert e["status"] == "reproduced" and 3 < e["reproduced"] < 10, e["note"]
+    assert e["platform_facts"]["calibrated_on_this_claim"] == []
+    f = _figures(e)
+    assert f["strlen calls per iteration, in the condition"] == pytest.approx(51 / 50)
+    assert f["strlen calls per iteration, hoisted"] == pytest.approx(1 / 50)
+    ins_in, ins_h = (f["instructions per iteration, strlen in the condition (modelled)"],
+                     f["instructions per iteration, hoisted (modelled)"])
+    assert 3 < ins_h < 15 and 15 < ins_in - ins_h < 60, (ins_in, ins_h)
+    cyc_in, cyc_h = (f["cycles per iteration, strlen in the condition (modelled)"],
+                     f["cycles per iteration, hoisted (modelled)"])
+    assert cyc_in / cyc_h == pytest.approx(e["reproduced"], rel=0.01)
+
+
+def test_malloc_chunk_chase_model_lane_walks_and_misses(results_dir):
+    """malloc-chunk-chase on ultrasparc-iv-plus (user mode, deterministic), the four
+    allocator settings of the host lane at two sizes: the default chunk size is
+    within 2x of the claimed 7.41x slower than requestsize 30 (a prediction: nothing
+    fitted to E6); the walk is longer and misses more per malloc at requestsize 9;
+    halving the live chunks halves the walk and lowers the ratio, while the modelled
+    cost of one walk step stays within 5%."""
+    r = trapline("run", "malloc-chunk-chase", "--platform", "model", "--quick", "--fresh")
+    assert r.returncode == 0, r.stderr[-3000:]
+    e, _ = _entry(results_dir, "malloc-chunk-chase")
+    assert e["status"] == "reproduced" and 3.7 <= e["reproduced"] <= 14.8, e["note"]
+    assert e["platform_facts"]["calibrated_on_this_claim"] == []
+    f = _figures(e)
+    steps9, steps30 = f["walk steps per malloc, requestsize 9"], f["walk steps per malloc, requestsize 30"]
+    assert steps9 > 5 * steps30 and steps9 > 3
+    for k in ("L1D", "L2", "DTLB"):
+        assert f[f"{k} misses per malloc, requestsize 9 (modelled)"] > 3 * f[f"{k} misses per malloc, requestsize 30 (modelled)"]
+    # every step is a new page: about one DTLB miss per walk step
+    assert 0.8 < f["DTLB misses per malloc, requestsize 9 (modelled)"] / steps9 < 1.3
+    # the second size: half the live chunks, about half the walk, a lower ratio, the same cost per step
+    assert 0.4 < f["walk steps per malloc, requestsize 9, 12 rounds"] / steps9 < 0.65
+    assert 2 < f["the same ratio at half the rounds (12, half the live chunks): the size dependence"] < e["reproduced"]
+    c12, c24 = (f["modelled cycles per walk step, requestsize 9, 12 rounds"],
+                f["modelled cycles per walk step, requestsize 9, 24 rounds"])
+    assert c12 == pytest.approx(c24, rel=0.05)
+    assert f["chunk allocator at requestsize 9 / glibc malloc (claimed against libumem)"] > 4
+
+
+def test_declared_rests_on_equals_what_the_machine_provenance_gives():
+    """Every model lane declares what its headline rests on, and the declaration equals
+    what the run computes from the machine file: a lane marked prediction fails here as
+    soon as its machine gains a parameter calibrated on its own claim."""
+    from trapline import experiment, machine as M
+    from trapline.platforms import model
+    seen = 0
+    for e in experiment.load_all().values():
+        spec = e.platforms.get("model")
+        if not spec or "not_applicable" in spec:
+            continue
+        assert "rests_on" in spec, f"{e.id}: its model lane declares no rests_on"
+        facts = model.machine_facts(e, M.load(spec["machine"]), 0, guest=bool(spec.get("guest")))
+        assert facts["rests_on"] == spec["rests_on"], (e.id, facts["calibrated_on_this_claim"], facts["from_this_claim"])
+        if spec["rests_on"] == "prediction":
+            assert not facts["calibrated_on_this_claim"] and not facts["from_this_claim"], e.id
+        seen += 1
+    assert seen >= 9
+
+
+def test_a_prediction_gains_a_fitted_parameter_and_stops_being_one(tmp_path):
+    """The rule itself: calibrate one of loop-order's machine numbers on E9 and the
+    computed label moves from prediction to fitted."""
+    from trapline import experiment, machine as M
+    from trapline.platforms import model
+    e = experiment.get("loop-order")
+    src = (M.MACHINES_DIR / "x86-2012-server.yaml").read_text()
+    p = tmp_path / "x86-2012-server.yaml"
+    p.write_text(src.replace("  latency: 90ns", "  latency: {value: 90ns, source: calibrated, claim: \"E9: test\"}", 1))
+    m = M.load(str(p))
+    facts = model.machine_facts(e, m, 0)
+    assert facts["rests_on"] == "fitted" and facts["calibrated_on_this_claim"], facts

@@ -3,7 +3,11 @@
 The cache lives outside the clone (``$TRAPLINE_CACHE``, default
 ``~/.cache/trapline``) so that a fresh clone, CI, and the Docker build reuse a
 build whose inputs did not change. The key is the sha256 of every file under
-kernels/, the architecture, and the full ``--version`` of the compiler and make.
+the kernels directory (``experiment.kernels_dir()``: ``$TRAPLINE_KERNELS`` or
+kernels/) except the experiments' prose and data (experiment.yaml, README.md,
+disasm.yaml, which the compiler never reads), the architecture with its compiler
+and flags (trapline/arch.py), and the full
+``--version`` of the compiler and make.
 A build goes to a temporary directory and is renamed into place, so a killed
 build never leaves a half-filled cache entry.
 """
@@ -19,16 +23,12 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
-from trapline.errors import RunFailed, UsageError
+from trapline import arch as arch_table
+from trapline.errors import RunFailed
+from trapline.experiment import kernels_dir
 
 ROOT = Path(__file__).resolve().parent.parent
-KERNELS = ROOT / "kernels"
-ARCHES = {
-    # arch: (compiler, objdump, qemu-user binary)
-    "x86_64": ("gcc", "objdump", None),
-    "sparc64": ("sparc64-linux-gnu-gcc", "sparc64-linux-gnu-objdump", "qemu-sparc64"),
-    "armv6": ("arm-linux-gnueabi-gcc", "arm-linux-gnueabi-objdump", "qemu-arm"),
-}
+ARCHES = arch_table.ARCHES  # the one architecture table (trapline/arch.py)
 
 
 def cache_root() -> Path:
@@ -36,8 +36,13 @@ def cache_root() -> Path:
 
 
 def check_arch(arch: str) -> None:
-    if arch not in ARCHES:
-        raise UsageError(f"unknown arch '{arch}'; valid choices: {', '.join(ARCHES)}")
+    arch_table.get(arch)  # UsageError naming the valid choices
+
+
+def make_vars(arch: str) -> list[str]:
+    """What kernels/Makefile takes from the architecture table."""
+    a = arch_table.get(arch)
+    return [f"ARCH={arch}", f"CC={a.cc}", f"OBJDUMP={a.objdump}", f"ARCHFLAGS={a.cflags}"]
 
 
 @lru_cache(maxsize=None)
@@ -51,22 +56,27 @@ def _tool_version(tool: str) -> str:
 
 
 def compiler_version(arch: str) -> str:
-    check_arch(arch)
-    return _tool_version(ARCHES[arch][0]).splitlines()[0]
+    return _tool_version(arch_table.get(arch).cc).splitlines()[0]
+
+
+# Files in the kernels directory that no build reads: editing them rebuilds nothing.
+NOT_BUILD_INPUTS = ("experiment.yaml", "README.md", "disasm.yaml")
 
 
 def source_files() -> list[Path]:
-    return sorted(p for p in KERNELS.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    return sorted(p for p in kernels_dir().rglob("*")
+                  if p.is_file() and "__pycache__" not in p.parts and p.name not in NOT_BUILD_INPUTS)
 
 
 def input_hash(arch: str) -> str:
-    check_arch(arch)
+    a = arch_table.get(arch)
     h = hashlib.sha256()
     h.update(f"arch={arch}\n".encode())
-    h.update(_tool_version(ARCHES[arch][0]).encode())
+    h.update(f"cc={a.cc} archflags={a.cflags}\n".encode())
+    h.update(_tool_version(a.cc).encode())
     h.update(_tool_version("make").encode())
     for p in source_files():
-        h.update(str(p.relative_to(KERNELS)).encode() + b"\0")
+        h.update(str(p.relative_to(kernels_dir())).encode() + b"\0")
         h.update(hashlib.sha256(p.read_bytes()).digest())
     return h.hexdigest()
 
@@ -89,7 +99,7 @@ def build(arch: str, log=None) -> Path:
         tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{arch}-", dir=root))
         try:
             jobs = str(os.cpu_count() or 2)
-            proc = subprocess.run(["make", "-s", "-C", str(KERNELS), f"ARCH={arch}", f"O={tmp}", "-j", jobs, "all"],
+            proc = subprocess.run(["make", "-s", "-C", str(kernels_dir()), *make_vars(arch), f"O={tmp}", "-j", jobs, "all"],
                                   capture_output=True, text=True)
             if proc.returncode != 0:
                 tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-25:])
@@ -111,16 +121,3 @@ def binary_hashes(build_dir: Path) -> dict[str, str]:
         if p.is_file() and not p.name.startswith("."):
             out[str(p.relative_to(build_dir))] = hashlib.sha256(p.read_bytes()).hexdigest()
     return out
-
-
-def kernel_keys(binary: Path) -> list[str]:
-    """The key=value keys a kernel declares, read from its own --help."""
-    proc = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=30)
-    keys, in_keys = [], False
-    for line in proc.stdout.splitlines():
-        if line.strip() == "keys:":
-            in_keys = True
-            continue
-        if in_keys and line.startswith("  "):
-            keys.append(line.split()[0])
-    return keys

@@ -12,9 +12,14 @@
                                            the modelled headline against scaled machine parameters
     gem5 --machine M [--set k=v ...] [-o FILE]
                                            a machine as JSON for gem5_configs/run_se.py
+    cite [RUN]                             BibTeX for trapline and a run (default: latest)
+    bundle [RUN] [-o FILE]                 the run as a tarball with SHA256SUMS and .zenodo.json
+    verify BUNDLE                          re-check a bundle's hashes, rerun its deterministic lanes
     test [pytest args]                     the test suite
 
-Bad input exits 2 with one line that names the valid choices.
+Exit status: 0 when every entry ran (reproduced, differs or not-applicable); 1 when any
+entry failed (or simulate's program failed); 2 for bad input, with one line that names
+the field or argument and the valid choices, before any work starts; 130 when interrupted.
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ import signal
 import subprocess
 import sys
 
-from trapline import build, experiment, platforms, report, results, runner
+from trapline import arch, experiment, images, platforms, report, results, runner
+from trapline.context import Progress, RunContext
 from trapline.errors import RunFailed, UsageError
 
 
@@ -44,6 +50,23 @@ def _sets(pairs: list[str]) -> dict[str, str]:
     return out
 
 
+def _seconds(text: str) -> float:
+    """--timeout: a positive, finite number of seconds."""
+    import math
+    try:
+        v = float(text)
+    except ValueError:
+        v = float("nan")
+    if not (v > 0 and math.isfinite(v)):
+        raise argparse.ArgumentTypeError(f"--timeout takes a positive number of seconds, not '{text}'")
+    return v
+
+
+def _exit_status(run) -> int:
+    """0 when every entry ran (reproduced, differs or not-applicable), 1 when any failed."""
+    return 1 if run.summary["counts"].get("failed") else 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="run.sh", description="trapline: reproduce old memory-system measurements")
     sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
@@ -56,19 +79,22 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--machine", help="model platform: a machine name (gem5_configs/machines/) or a YAML file")
     r.add_argument("--quick", action="store_true", help="small sizes (for tests)")
     r.add_argument("--fresh", action="store_true", help="start a new run instead of resuming an interrupted one")
+    r.add_argument("--timeout", type=_seconds, metavar="SECONDS",
+                   help="time limit of each kernel command or guest boot (default: the experiment's)")
     a = sub.add_parser("reproduce-all", help="every experiment on every available platform, one report")
     a.add_argument("--platform")
     a.add_argument("--quick", action="store_true")
     a.add_argument("--fresh", action="store_true")
+    a.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="time limit of each command or guest boot")
     rp = sub.add_parser("report", help="redraw the report of a finished run")
     rp.add_argument("run_id", nargs="?", default=None)
     b = sub.add_parser("build", help="build the kernels for one or more architectures")
-    b.add_argument("--arch", action="append", help=f"one of {', '.join(build.ARCHES)} (default: all)")
+    b.add_argument("--arch", action="append", help=f"one of {', '.join(arch.ARCHES)} (default: all)")
     im = sub.add_parser("images", help="build the guest images (Linux + initramfs with the kernels)")
-    im.add_argument("--arch", action="append", help="one of sparc64, armv6, x86_64 (default: all)")
+    im.add_argument("--arch", action="append", help=f"one of {', '.join(arch.ARCHES)} (default: all)")
     sm = sub.add_parser("simulate", help="run a static program of yours under the timing model, print its stats JSON")
     sm.add_argument("--machine", required=True, help="a machine name (gem5_configs/machines/) or a YAML file")
-    sm.add_argument("--arch", required=True, help="x86_64, sparc64 or armv6")
+    sm.add_argument("--arch", required=True, help=f"one of {', '.join(arch.ARCHES)}")
     sm.add_argument("--set", action="append", metavar="PATH=VALUE", help="override a machine field, e.g. caches.l1d.size=16kB")
     sm.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS]")
     g = sub.add_parser("gem5", help="write a machine description as JSON for gem5_configs/run_se.py (docs/gem5.md)")
@@ -85,29 +111,58 @@ def parser() -> argparse.ArgumentParser:
     se.add_argument("--factors", default="0.5,2", help="comma-separated factors (default 0.5,2)")
     se.add_argument("--quick", action="store_true", help="small sizes")
     se.add_argument("--json", action="store_true", help="print the result as JSON instead of a table")
+    ci = sub.add_parser("cite", help="BibTeX for trapline and for a run (docs: README, 'Citing a result')")
+    ci.add_argument("run", nargs="?", default=None, help="a run id, 'latest' (default) or a run directory")
+    bu = sub.add_parser("bundle", help="a run as one tarball: its files, SHA256SUMS and .zenodo.json")
+    bu.add_argument("run", nargs="?", default=None, help="a run id, 'latest' (default) or a run directory")
+    bu.add_argument("-o", "--output", metavar="FILE", help="where to write it (default: <run-id>.tar.gz beside the run)")
+    ve = sub.add_parser("verify", help="re-check a bundle's hashes and rerun its deterministic model lanes")
+    ve.add_argument("bundle", help="a .tar.gz written by ./run.sh bundle")
     t = sub.add_parser("test", help="run the test suite")
     t.add_argument("pytest_args", nargs=argparse.REMAINDER)
     return p
 
 
 def cmd_list() -> int:
-    exps = experiment.load_all()
-    w = max(map(len, exps))
+    """Every experiment that validates; each one that does not, as its error on
+    stderr (exit 2), without hiding the others."""
+    broken: dict[str, str] = {}
+    exps = experiment.load_all(broken=broken)
+    w = max(map(len, exps), default=0)
     for e in exps.values():
         print(f"{e.id:<{w}}  {e.description}")
-    return 0
+    for msg in broken.values():
+        print(f"trapline: error: {msg}", file=sys.stderr)
+    return 2 if broken else 0
 
 
 def cmd_report(run_id: str | None) -> int:
     path = results.find_run(run_id)
-    summary = json.loads((path / "summary.json").read_text())
-    manifest = json.loads((path / "manifest.json").read_text())
-    entries = [json.loads((path / "entries" / f"{e['id']}.{e['platform']}.json").read_text())
-               for e in summary["experiments"]]
-    for name, data in report.render(path, summary, entries, manifest).items():
+    for name, data in report.render(path).items():
         results.atomic_write(path / name, data)
     print(path / "report.html")
     return 0
+
+
+def _program(name: str) -> str:
+    """simulate's program: an existing, executable ELF file (a bare name is looked up on PATH)."""
+    import os
+    import shutil
+    path = name if "/" in name else (shutil.which(name) or name)
+    if not os.path.exists(path):
+        raise UsageError(f"simulate: program '{name}' does not exist")
+    if os.path.isdir(path):
+        raise UsageError(f"simulate: program '{name}' is a directory; give a static executable")
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+    except OSError as e:
+        raise UsageError(f"simulate: program '{name}' cannot be read ({e.strerror})") from None
+    if magic != b"\x7fELF":
+        raise UsageError(f"simulate: program '{name}' is not an ELF executable (a static binary for --arch is needed)")
+    if not os.access(path, os.X_OK):
+        raise UsageError(f"simulate: program '{name}' is not executable (chmod +x it)")
+    return path
 
 
 def _terminate(signum, frame):
@@ -127,35 +182,35 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             sets = _sets(args.set)
             if args.machine:
-                if args.platform not in (None, "model"):
-                    raise UsageError("--machine is for --platform model")
-                platforms.OPTIONS["machine"] = args.machine
-                args.platform = "model"
-            path = runner.execute("run", [args.id], args.platform, args.quick, sets, fresh=args.fresh)
-            print(path / "report.html")
-            return 0
+                target = platforms.machine_platform()
+                if args.platform not in (None, target):
+                    raise UsageError(f"--machine is for --platform {target}")
+                args.platform = target
+            run = runner.execute("run", [args.id], args.platform, args.quick, sets, fresh=args.fresh,
+                                 machine=args.machine, timeout=args.timeout)
+            print(run.path / "report.html")
+            return _exit_status(run)
         if args.command == "reproduce-all":
             ids = list(experiment.load_all())
-            path = runner.execute("reproduce-all", ids, args.platform, args.quick, {}, fresh=args.fresh)
-            print(path / "report.html")
-            return 0
+            run = runner.execute("reproduce-all", ids, args.platform, args.quick, {}, fresh=args.fresh,
+                                 timeout=args.timeout)
+            print(run.path / "report.html")
+            return _exit_status(run)
         if args.command == "report":
             return cmd_report(args.run_id)
         if args.command == "build":
-            for a in args.arch or list(build.ARCHES):
-                build.check_arch(a)
-            for a in args.arch or list(build.ARCHES):
-                print(build.build(a, log=runner.Progress()))
+            arches = [arch.get(a).name for a in args.arch or list(arch.ARCHES)]
+            ctx = RunContext.make()
+            for a in arches:
+                print(ctx.kernels(a))
             return 0
         if args.command == "images":
-            from trapline import images
-            from trapline.platforms.qemu import QemuPlatform
-            arches = args.arch or list(images.ARCHES)
+            arches = args.arch or list(arch.ARCHES)
             for a in arches:
                 images.check_arch(a)
-            log = runner.Progress()
+            ctx = RunContext.make()
             for a in arches:
-                img = QemuPlatform().image(a, log)
+                img = ctx.image(a)
                 print(f"{a}: kernel {img.kernel} (sha256 {img.facts.get('LINUX_SHA256', '?')[:16]}), "
                       f"initramfs {img.initrd} (sha256 {img.facts.get('INITRD_SHA256', '?')[:16]})")
             return 0
@@ -165,12 +220,12 @@ def main(argv: list[str] | None = None) -> int:
             prog = args.program[1:] if args.program[:1] == ["--"] else args.program
             if not prog:
                 raise UsageError("simulate needs a program after --: simulate --machine M --arch A -- PROGRAM [ARGS]")
-            if args.arch not in model.QEMU_USER:
-                raise UsageError(f"unknown arch '{args.arch}'; valid choices: {', '.join(model.QEMU_USER)}")
+            arch.get(args.arch)
+            prog[0] = _program(prog[0])
             m = machines.load(args.machine, sets=[f"{k}={v}" for k, v in _sets(args.set).items()])
             if m.arch != args.arch:
                 raise UsageError(f"machine '{m.name}' describes a {m.arch} machine, not {args.arch}")
-            stats, out, err, status = model.simulate(args.arch, model.plugin_path(), m, prog)
+            stats, out, err, status = model.simulate(args.arch, RunContext.make().plugin(), m, prog)
             sys.stderr.write(out + err)
             print(json.dumps({"machine": m.name, "sets": list(m.sets), "program": prog, "exit_status": status,
                               "stats": stats}, indent=2))
@@ -178,13 +233,22 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "sensitivity":
             from trapline import sensitivity
             res = sensitivity.sweep(args.id, args.machine, args.param, sensitivity.parse_factors(args.factors),
-                                    args.quick, log=runner.Progress(sys.stderr))
+                                    args.quick, log=Progress(sys.stderr))
             print(json.dumps(res, indent=2) if args.json else sensitivity.table(res))
             return 0
         if args.command == "gem5":
             from trapline import gem5
             gem5.write(args.machine, args.set, args.output)
             return 0
+        if args.command in ("cite", "bundle", "verify"):
+            from trapline import bundle, cite
+            if args.command == "cite":
+                print(cite.bibtex(args.run), end="")
+                return 0
+            if args.command == "bundle":
+                print(bundle.write(args.run, args.output))
+                return 0
+            return bundle.verify(args.bundle)
         if args.command == "test":
             return subprocess.call([sys.executable, "-m", "pytest", *args.pytest_args], cwd=results.ROOT)
     except UsageError as e:

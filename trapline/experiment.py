@@ -1,4 +1,10 @@
-"""Experiments as data: load experiments/<id>.yaml and check it.
+"""Experiments as data: each experiment is one folder, kernels/<id>/, holding
+experiment.yaml, the kernel sources, kernel.mk, disasm.yaml and README.md.
+
+There is no central list: the experiments are the folders of the kernels
+directory (`kernels_dir()`) that hold an experiment.yaml, ordered by each
+file's `catalogue:` entry (E1, E2, ... E11). The id and the kernel are the
+folder's name, so they cannot disagree with it.
 
 The structure is checked by schema/experiment.schema.json; the rest by checks
 that read as sentences ("platforms.host.runs[0].binary names 'x', which
@@ -9,28 +15,36 @@ field, and for a closed set the valid choices.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-import yaml
-
+from trapline import kernelargs
 from trapline.errors import ExperimentError, UsageError
+from trapline.yamlfile import read_mapping, schema_errors, schema_message, shown, where
 
 ROOT = Path(__file__).resolve().parent.parent
-EXPERIMENTS_DIR = ROOT / "experiments"
-KERNELS_DIR = ROOT / "kernels"
 SCHEMA_PATH = Path(__file__).resolve().parent / "schema" / "experiment.schema.json"
+EXPERIMENT_FILE = "experiment.yaml"
+_ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
-# The catalogue's ids, in catalogue order (E1..E11). The report keeps this order.
-CATALOGUE_ORDER = [
-    "sparc-misalign-trap", "armv6-unaligned", "x86-split-lock", "sparc-strong-prefetch",
-    "numa-first-touch", "malloc-chunk-chase", "plt-itlb", "sparc-spill-fill",
-    "loop-order", "strlen-loop", "stl-alloc-scaling",
-]
+
+def kernels_dir() -> Path:
+    """The kernels directory, the one place experiments live: $TRAPLINE_KERNELS
+    when set (a tree of its own, e.g. a test's throwaway experiment), else the
+    clone's kernels/. The build (trapline/build.py) reads the same setting."""
+    env = os.environ.get("TRAPLINE_KERNELS")
+    return Path(env) if env else ROOT / "kernels"
+
+
+def catalogue_key(catalogue: str, exp_id: str) -> tuple[int, int, str]:
+    """Sort key for catalogue order: E1 < E2 < ... < E11 by the number after E;
+    ties, and entries not of the form E<n>, by id (after the E<n> ones)."""
+    m = re.fullmatch(r"E([0-9]+)", catalogue)
+    return (0, int(m.group(1)), exp_id) if m else (1, 0, exp_id)
 
 
 @dataclass(frozen=True)
@@ -40,12 +54,18 @@ class Experiment:
     data: dict[str, Any]
 
     @property
+    def folder(self) -> Path:
+        """kernels/<id>/: the experiment file, the kernel sources and the README."""
+        return self.path.parent
+
+    @property
     def description(self) -> str:
         return self.data["description"]
 
     @property
     def kernel(self) -> str:
-        return self.data["kernel"]
+        """The kernel's folder name, which is the experiment id."""
+        return self.id
 
     @property
     def platforms(self) -> dict[str, dict[str, Any]]:
@@ -64,57 +84,40 @@ def _schema() -> dict:
     return json.loads(SCHEMA_PATH.read_text())
 
 
-def _where(path) -> str:
-    out = ""
-    for p in path:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out or "(top level)"
+_where = where  # kept for callers that read a schema path
+_schema_message = schema_message
 
 
-def _schema_message(err: jsonschema.ValidationError) -> str:
-    where = _where(err.absolute_path)
-    if err.validator == "additionalProperties":
-        allowed = sorted(err.schema.get("properties", {}))
-        extra = sorted(set(err.instance) - set(allowed)) if isinstance(err.instance, dict) else []
-        return f"{where}: unknown field {', '.join(repr(e) for e in extra)}; valid fields: {', '.join(allowed)}"
-    if err.validator == "enum":
-        return f"{where}: {err.instance!r} is not valid; choose one of: {', '.join(map(str, err.validator_value))}"
-    if err.validator == "required":
-        return f"{where}: {err.message}"
-    if err.validator == "oneOf" and isinstance(err.instance, dict):
-        return f"{where}: a metric needs exactly one of 'ratio' or 'value'"
-    return f"{where}: {err.message}"
-
-
-@lru_cache(maxsize=1)
-def _all_binaries() -> tuple[str, ...]:
-    """Every binary the kernels' Makefile builds, as <kernel>/<name>, read from
-    `make list` (the Makefile is the one authority on what is built)."""
+@lru_cache(maxsize=None)
+def _all_binaries(directory: str) -> tuple[str, ...]:
+    """Every binary the kernels' Makefile in `directory` builds, as <kernel>/<name>,
+    read from `make list` (the Makefile is the one authority on what is built)."""
     import subprocess
     try:
-        out = subprocess.run(["make", "-s", "-C", str(KERNELS_DIR), "list", "ARCH=x86_64", "O=@O@"],
+        from trapline.build import make_vars  # build reads kernels_dir() from here
+        out = subprocess.run(["make", "-s", "-C", directory, "list", *make_vars("x86_64"), "O=@O@"],
                              capture_output=True, text=True, timeout=60).stdout
     except OSError:
         return ()
     return tuple(line.strip()[len("@O@/"):] for line in out.splitlines() if line.strip().startswith("@O@/"))
 
 
-def kernel_binaries(kernel: str) -> list[str]:
-    """Names of the binaries kernels/<kernel>/kernel.mk builds."""
-    names = [b.split("/", 1)[1] for b in _all_binaries() if b.startswith(kernel + "/")]
+def kernel_binaries(kernel: str, directory: Path | None = None) -> list[str]:
+    """Names of the binaries kernels/<kernel>/kernel.mk builds (kernels directory:
+    `directory`, default `kernels_dir()`)."""
+    names = [b.split("/", 1)[1] for b in _all_binaries(str(directory or kernels_dir())) if b.startswith(kernel + "/")]
     return sorted(n for n in names if "/" not in n and not re.search(r"\.(so|o|a)$", n))
 
 
 def _semantic_checks(exp_id: str, path: Path, data: dict) -> list[str]:
     errs = []
-    if data["id"] != exp_id:
-        errs.append(f"id: '{data['id']}' needs to equal the file name '{exp_id}'")
-    kdir = KERNELS_DIR / data["kernel"]
-    if not (kdir / "kernel.mk").exists():
-        errs.append(f"kernel: '{data['kernel']}' needs a folder kernels/{data['kernel']}/ with a kernel.mk")
+    if not (path.parent / "kernel.mk").exists():
+        errs.append(f"kernels/{exp_id}/ needs a kernel.mk beside {path.name} (the folder is the experiment's kernel)")
         bins: list[str] = []
+        keys: dict = {}
     else:
-        bins = kernel_binaries(data["kernel"])
+        bins = kernel_binaries(exp_id, path.parent.parent)
+        keys = _declared_keys(path.parent, errs)
     variants = {v["name"] for v in data.get("variants", [])}
     for pname, p in data["platforms"].items():
         at = f"platforms.{pname}"
@@ -139,8 +142,11 @@ def _semantic_checks(exp_id: str, path: Path, data: dict) -> list[str]:
             errs.append(f"{at}.reproduced_if: min ({rif['min']}) needs to be at most max ({rif['max']})")
         for i, r in enumerate(p["runs"]):
             if bins and r["binary"] not in bins:
-                errs.append(f"{at}.runs[{i}].binary: '{r['binary']}' is not built by kernels/{data['kernel']}/kernel.mk; "
+                errs.append(f"{at}.runs[{i}].binary: '{r['binary']}' is not built by kernels/{exp_id}/kernel.mk; "
                             f"valid choices: {', '.join(bins)}")
+            for sec in ("args", "quick"):
+                if keys:
+                    errs += kernelargs.problems(r.get(sec) or {}, keys, f"{at}.runs[{i}].{sec}.")
         metrics = ([("headline", p["headline"])] if "headline" in p else []) + \
                   [(f"figures[{i}]", m) for i, m in enumerate(p.get("figures", []))]
         for mname, m in metrics:
@@ -153,42 +159,82 @@ def _semantic_checks(exp_id: str, path: Path, data: dict) -> list[str]:
                                 f"valid choices: {', '.join(sorted(variants))}")
                 if "count" in s and "stat" in s:
                     errs.append(f"{at}.{mname}.{sname}: a selector reads either a 'count' or a 'stat', not both")
+                errs += _counter_check(f"{at}.{mname}.{sname}.count", pname, s.get("count"))
     return errs
 
 
+def _declared_keys(folder: Path, errs: list[str]) -> dict:
+    """The kernel's declared keys (trapline.kernelargs); a declaration that does not
+    parse is an error of this experiment."""
+    try:
+        keys = kernelargs.declared(folder)
+    except ValueError as e:
+        errs.append(str(e))
+        return {}
+    if not keys:
+        errs.append(f"kernels/{folder.name}/: no source declares its keys (TL_ARGS, kernels/common/trapline.h)")
+    return keys
+
+
+def _counter_check(at: str, platform: str, name: Any) -> list[str]:
+    """A model_* count must be one the timing model reports (trapline.plugin.COUNTERS),
+    and only the model platform reports them; other names are the kernel's own counts."""
+    if not isinstance(name, str) or not name.startswith("model_"):
+        return []
+    from trapline.plugin import COUNTERS
+    if platform != "model":
+        return [f"{at}: '{name}' is a timing-model count; only the model platform reports model_* counts"]
+    patterns = [re.escape(c.name).replace(r"\{\}", "[a-z0-9_]+") for c in COUNTERS]
+    if not any(re.fullmatch(p, name) for p in patterns):
+        return [f"{at}: '{name}' is not a count the timing model reports; valid choices: "
+                f"{', '.join(c.name.replace('{}', '<k>') for c in COUNTERS)}"]
+    return []
+
+
 def load_file(path: Path) -> Experiment:
+    """Load and check kernels/<id>/experiment.yaml; the id is the folder's name."""
     path = Path(path)
-    try:
-        rel = path.relative_to(ROOT)
-    except ValueError:
-        rel = path
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise ExperimentError(f"{rel}: not valid YAML: {e}".replace("\n", " ")) from None
-    if not isinstance(data, dict):
-        raise ExperimentError(f"{rel}: needs to be a mapping of fields, not {type(data).__name__}")
-    validator = jsonschema.Draft202012Validator(_schema())
-    errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
+    rel = shown(path)
+    exp_id = path.resolve().parent.name
+    if not _ID.match(exp_id):
+        raise ExperimentError(f"{rel}: the folder name '{exp_id}' is the experiment id and needs to be kebab-case "
+                              f"(lower-case letters and digits joined by single hyphens)")
+    data = read_mapping(path, ExperimentError)
+    named = [k for k in ("id", "kernel") if k in data]
+    if named:
+        raise ExperimentError(f"{rel}: {named[0]}: remove it; the {named[0]} is the folder's name ('{exp_id}')")
+    errors = schema_errors(data, _schema())
     if errors:
-        raise ExperimentError(f"{rel}: " + "; ".join(_schema_message(e) for e in errors[:5]))
-    errs = _semantic_checks(path.stem, path, data)
+        raise ExperimentError(f"{rel}: " + "; ".join(schema_message(e) for e in errors[:5]))
+    errs = _semantic_checks(exp_id, path, data)
     if errs:
         raise ExperimentError(f"{rel}: " + "; ".join(errs))
-    return Experiment(id=data["id"], path=path, data=data)
+    return Experiment(id=exp_id, path=path, data=data)
 
 
-def load_all(directory: Path = EXPERIMENTS_DIR) -> dict[str, Experiment]:
-    exps = {}
-    for p in sorted(Path(directory).glob("*.yaml")):
-        e = load_file(p)
-        exps[e.id] = e
-    order = {k: i for i, k in enumerate(CATALOGUE_ORDER)}
-    return dict(sorted(exps.items(), key=lambda kv: (order.get(kv[0], 99), kv[0])))
+def load_all(directory: Path | None = None, broken: dict[str, str] | None = None) -> dict[str, Experiment]:
+    """Every <directory>/*/experiment.yaml (default `kernels_dir()`), in catalogue order.
+    Without `broken`, the first file that does not validate raises; with it, each such
+    file's error is put there by id and the others still load (one broken file does
+    not block running the rest)."""
+    exps = []
+    for p in sorted(Path(directory or kernels_dir()).glob(f"*/{EXPERIMENT_FILE}")):
+        try:
+            exps.append(load_file(p))
+        except ExperimentError as e:
+            if broken is None:
+                raise
+            broken[p.parent.name] = str(e)
+    exps.sort(key=lambda e: catalogue_key(e.data["catalogue"], e.id))
+    return {e.id: e for e in exps}
 
 
 def get(exp_id: str, exps: dict[str, Experiment] | None = None) -> Experiment:
-    exps = exps if exps is not None else load_all()
+    if exps is None:
+        broken: dict[str, str] = {}
+        exps = load_all(broken=broken)
+        if exp_id in broken:
+            raise ExperimentError(broken[exp_id])
     if exp_id not in exps:
         raise UsageError(f"unknown experiment '{exp_id}'; valid choices: {', '.join(exps)}")
     return exps[exp_id]

@@ -1,40 +1,83 @@
-"""A machine description as JSON for gem5 (gem5_configs/run_se.py).
+"""A machine as typed JSON for gem5 (gem5_configs/run_se.py).
 
     ./run.sh gem5 --machine x86-2012-server [--set caches.l1d.line=32B ...] [-o machine.json]
     python -m trapline.gem5 ...            (the same, from the venv)
 
 Loads the machine as every other lane does (trapline.machine.load: same
-checks, same --set overrides, same errors), converts it with
-gem5_configs/trapline_gem5/params.py and writes the JSON that run_se.py reads
-inside gem5, so gem5's embedded Python needs no PyYAML. What gem5 cannot
-model is listed in the JSON's "notes", one per machine field. Bad input exits
-2 with one line naming the valid choices, as ./run.sh does.
+checks, same --set overrides, same errors) and writes its typed numbers as
+JSON: every field with the text as written and, for a number, its kind and its
+value in the base unit (bytes, Hz, cycles at the machine's clock), plus gem5's
+ISA. Inside gem5, gem5_configs/trapline_gem5/params.py maps that JSON to gem5's
+parameters without parsing a unit (gem5's embedded Python needs no PyYAML and
+no trapline). Bad input exits 2 with one line naming the valid choices, as
+./run.sh does.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
+from typing import Any
 
-from trapline import machine as machines
+from trapline import arch as arch_table, machine as machines
 from trapline.errors import UsageError
+from trapline.machine import paths, schema
 
-GEM5_CONFIGS = Path(__file__).resolve().parent.parent / "gem5_configs"
-if str(GEM5_CONFIGS) not in sys.path:
-    sys.path.insert(0, str(GEM5_CONFIGS))
+FORMAT = 1
+KIND = "trapline-machine"
+# gem5.isas.ISA member names (src/python/gem5/isas.py); to come from the architecture table (issue 10, item 2).
+ISA_OF_ARCH = {name: a.gem5_isa for name, a in arch_table.ARCHES.items()}  # the architecture table
+# top-level text that is no machine parameter (gem5 could not take it)
+_NOT_FIELDS = ("name", "description", "claims", "note")
 
-from trapline_gem5 import params as gem5_params  # noqa: E402  (pure Python, no gem5)
+
+def _plain(v: Any) -> Any:
+    if paths.is_sourced(v):
+        return _plain(v["value"])
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    return v
 
 
-def params(machine: machines.Machine) -> "gem5_params.Gem5Params":
-    """The Gem5Params of a loaded machine."""
-    return gem5_params.from_machine(machine)
+def fields(m: machines.Machine) -> dict[str, dict]:
+    """Every field of the machine that carries information, by dotted path: {"text": as
+    written} and, for a number, "kind" and "value" (its base unit). A list
+    (numa.latency_ns) is one field whose value is the list of its numbers."""
+    out: dict[str, dict] = {}
+
+    def walk(v: Any, path: str, keys: list) -> None:
+        if isinstance(v, dict) and not paths.is_sourced(v):
+            for k, sub in v.items():
+                if k in paths.PROVENANCE_KEYS or (not path and k in _NOT_FIELDS):
+                    continue
+                walk(sub, f"{path}.{k}" if path else k, keys + [k])
+            return
+        f: dict[str, Any] = {"text": _plain(v)}
+        kind = schema.unit_at(keys)
+        if kind and isinstance(f["text"], list):
+            f.update(kind=kind, value=_values(m, path, f["text"]))
+        elif kind:
+            f.update(kind=kind, value=m.quantity(path).value)
+        out[path] = f
+
+    walk(m.data, "", [])
+    return out
+
+
+def _values(m: machines.Machine, path: str, text: list) -> list:
+    return [_values(m, f"{path}[{i}]", t) if isinstance(t, list) else m.quantity(f"{path}[{i}]").value
+            for i, t in enumerate(text)]
 
 
 def export(machine: machines.Machine) -> dict:
-    """The JSON-ready dict run_se.py reads (Gem5Params.to_dict)."""
-    return params(machine).to_dict()
+    """The JSON-ready typed machine that run_se.py (trapline_gem5.params.from_machine) reads."""
+    if machine.arch not in ISA_OF_ARCH:
+        raise UsageError(f"arch: '{machine.arch}' has no gem5 ISA here; valid choices: {', '.join(ISA_OF_ARCH)}")
+    return {"format": FORMAT, "kind": KIND, "machine": machine.name, "sets": list(machine.sets),
+            "arch": machine.arch, "isa": ISA_OF_ARCH[machine.arch], "clock_hz": machine.clock_hz,
+            "fields": fields(machine)}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -44,7 +87,7 @@ class _Parser(argparse.ArgumentParser):
 
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m trapline.gem5",
-                description="Write a machine description as JSON for gem5_configs/run_se.py")
+                description="Write a machine description as typed JSON for gem5_configs/run_se.py")
     p.add_argument("--machine", required=True, help="a machine name (gem5_configs/machines/) or a YAML file")
     p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
                    help="override a machine field, e.g. caches.l1d.size=64kB (repeatable)")
@@ -53,14 +96,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def write(machine: str, sets: list[str], output: str | None) -> None:
-    """Load the machine (with --set overrides), convert it, and write the JSON to
-    `output` atomically (printing its path) or to standard output. Bad input
-    raises UsageError naming the field or the valid choices."""
-    m = machines.load(machine, sets=sets)
-    try:
-        text = params(m).to_json()
-    except gem5_params.ParamsError as e:
-        raise UsageError(str(e)) from None
+    """Load the machine (with --set overrides) and write its typed JSON to `output`
+    atomically (printing its path) or to standard output. Bad input raises
+    UsageError naming the field or the valid choices."""
+    text = json.dumps(export(machines.load(machine, sets=sets)), indent=2) + "\n"
     if not output:
         sys.stdout.write(text)
         return

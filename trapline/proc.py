@@ -11,6 +11,18 @@ import time
 from pathlib import Path
 
 CONSOLE_TAIL_LINES = 20
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """In a child, before exec: ask Linux to SIGKILL it when its parent dies, so
+    that a harness killed with SIGKILL leaves no guest or build running (a
+    SIGKILL cannot be caught, and the children run in their own sessions)."""
+    import ctypes
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
 
 
 def run_command(cmd: list[str], timeout: float, cwd: Path | None = None, log=None,
@@ -24,7 +36,8 @@ def run_command(cmd: list[str], timeout: float, cwd: Path | None = None, log=Non
     starting with marker by then is killed too (a guest that never reaches its
     init). Returns (exit status or None on timeout, stdout, stderr)."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
-                            cwd=cwd, start_new_session=True, env=env)
+                            cwd=cwd, start_new_session=True, env=env,
+                            preexec_fn=die_with_parent)
     chunks: dict[str, list[str]] = {"out": [], "err": []}
     seen = {"marker": marker is None}
 

@@ -16,13 +16,13 @@ go to a temporary results directory: nothing is added to results/.
 
 from __future__ import annotations
 
-import json
-import os
+import math
+
 import re
 import tempfile
 from pathlib import Path
 
-from trapline import analysis, experiment, machine as machines, platforms, runner
+from trapline import analysis, experiment, machine as machines, runner
 from trapline.errors import UsageError
 
 _NUM = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
@@ -41,8 +41,8 @@ def parse_factors(text: str) -> list[float]:
         fs = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
         fs = []
-    if not fs or any(not f > 0 for f in fs):
-        raise UsageError(f"--factors takes positive numbers separated by commas, e.g. 0.5,2 (got '{text}')")
+    if not fs or any(not (f > 0 and math.isfinite(f)) for f in fs):
+        raise UsageError(f"--factors takes positive finite numbers separated by commas, e.g. 0.5,2 (got '{text}')")
     return fs
 
 
@@ -71,8 +71,8 @@ def plan(exp_id: str, machine: str | None, params: list[str], factors: list[floa
     return exp, m, cases
 
 
-def _headline(run_dir: Path, exp_id: str) -> dict:
-    e = json.loads((run_dir / "entries" / f"{exp_id}.model.json").read_text())
+def _headline(run: runner.Run, exp_id: str) -> dict:
+    e = run.entry(exp_id, "model")
     return {"reproduced": e.get("reproduced"), "status": e["status"], "metric": e["metric"],
             "claimed": e.get("claimed")}
 
@@ -80,24 +80,17 @@ def _headline(run_dir: Path, exp_id: str) -> dict:
 def sweep(exp_id: str, machine: str | None = None, params: list[str] | None = None,
           factors: list[float] = (0.5, 2.0), quick: bool = False, log=None) -> dict:
     exp, m, cases = plan(exp_id, machine, list(params or []), list(factors))
-    if machine:
-        platforms.OPTIONS["machine"] = machine
-    old = os.environ.get("TRAPLINE_RESULTS")
     rows = []
     with tempfile.TemporaryDirectory(prefix="trapline-sensitivity-") as tmp:
-        os.environ["TRAPLINE_RESULTS"] = tmp
-        try:
-            base = _headline(runner.execute("run", [exp_id], "model", quick, {}, fresh=True, log=log), exp_id)
-            for p, f, v in cases:
-                h = _headline(runner.execute("run", [exp_id], "model", quick, {p: v}, fresh=True, log=log), exp_id)
-                change = (h["reproduced"] / base["reproduced"] - 1) if h["reproduced"] and base["reproduced"] else None
-                rows.append({"param": p, "factor": f, "value": v, "baseline_value": str(m.raw(p)),
-                             "source": m.sources()[p], **h, "change": change})
-        finally:
-            if old is None:
-                os.environ.pop("TRAPLINE_RESULTS", None)
-            else:
-                os.environ["TRAPLINE_RESULTS"] = old
+        def run(sets: dict[str, str]) -> dict:
+            return _headline(runner.execute("run", [exp_id], "model", quick, sets, fresh=True, log=log,
+                                            machine=machine, root=Path(tmp)), exp_id)
+        base = run({})
+        for p, f, v in cases:
+            h = run({p: v})
+            change = (h["reproduced"] / base["reproduced"] - 1) if h["reproduced"] and base["reproduced"] else None
+            rows.append({"param": p, "factor": f, "value": v, "baseline_value": str(m.raw(p)),
+                         "source": m.sources()[p], **h, "change": change})
     return {"experiment": exp_id, "machine": m.name, "quick": quick, "baseline": base, "rows": rows}
 
 

@@ -1,12 +1,13 @@
 """Gem5Params: a trapline machine description as the numbers gem5 needs.
 
-Pure Python: no gem5, no trapline import. ``from_machine`` takes a loaded
-``trapline.machine.Machine`` (it reads ``.data`` and ``.sets``) or the
-machine's data dict, converts its units the way trapline does (kB = 1024
-bytes; a time in ns becomes cycles at the machine's clock, rounded half up),
-and returns a ``Gem5Params``:
+Pure Python: no gem5, no trapline import. ``from_machine`` takes the typed
+machine that trapline writes as JSON (``python -m trapline.gem5 --machine M``,
+``./run.sh gem5``): every field with its text as written and, for a number, its
+value already in its base unit (bytes, Hz, cycles at the machine's clock), and
+gem5's ISA. No unit is parsed here; times become whole cycles (rounded half up,
+as trapline writes them) and sizes gem5 strings. It returns a ``Gem5Params``:
 
-    >>> p = from_machine(machine.load("x86-2012-server"))
+    >>> p = from_machine(json.load(open("x86.json")))   # ./run.sh gem5 --machine x86-2012-server -o x86.json
     >>> p.l1d.size, p.l1d.assoc, p.l1d.latency_cycles
     ('32KiB', 8, 4)
     >>> p.clock, p.isa, p.memory.latency_cycles, p.memory.path_cycles, p.memory.latency
@@ -45,8 +46,7 @@ from typing import Any, Dict, List, Optional
 
 FORMAT = 1
 
-# gem5.isas.ISA member names (src/python/gem5/isas.py: X86 = "x86", SPARC = "sparc", ARM = "arm").
-ISA_OF_ARCH = {"x86_64": "X86", "sparc64": "SPARC", "armv6": "ARM"}
+MACHINE_KIND = "trapline-machine"  # the "kind" of the typed machine JSON trapline writes
 
 # Page sizes fixed in gem5: X86ISA/ArmISA PageShift = 12, SparcISA PageShift = 13
 # (src/arch/x86/page_size.hh, src/arch/arm/page_size.hh, src/arch/sparc/page_size.hh).
@@ -81,16 +81,8 @@ SNOOP_FILTER_DEFAULT_BYTES = 8 * 1024 ** 2
 MEM_SIZE = "512MiB"
 MEM_BANDWIDTH = "12.8GiB/s"   # SimpleMemory's default bandwidth, 12.8GB/s (src/mem/SimpleMemory.py), base 2
 
-SIZE_UNITS = {"B": 1, "kB": 1024, "KB": 1024, "KiB": 1024, "MB": 1024 ** 2, "MiB": 1024 ** 2,
-              "GB": 1024 ** 3, "GiB": 1024 ** 3}
-FREQ_UNITS = {"Hz": 1.0, "kHz": 1e3, "MHz": 1e6, "GHz": 1e9}
-TIME_UNITS = {"ps": 1e-12, "ns": 1e-9, "us": 1e-6, "ms": 1e-3}
-CYCLE_UNITS = ("cycles", "cycle")
-PROVENANCE_KEYS = ("source", "claim", "why", "note", "from", "basis")
-TOP_TEXT_KEYS = ("name", "description", "claims", "note")
 LEVELS = ("l1i", "l1d", "l2", "l3")
 
-_QTY = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]+)\s*$")
 _GEM5_FREQ = re.compile(r"^[0-9]+(?:\.[0-9]+)?(?:GHz|MHz|kHz|Hz)$")
 
 
@@ -98,40 +90,7 @@ class ParamsError(ValueError):
     """A machine description this module cannot convert (names the field)."""
 
 
-# ---------------------------------------------------------------- units (trapline's rules)
-
-def _quantity(text: Any, units, kind: str, where: str) -> tuple[float, str]:
-    if isinstance(text, bool) or text is None:
-        raise ParamsError(f"{where}: needs a {kind} with its unit, not {text!r}")
-    if isinstance(text, (int, float)):
-        if text == 0:
-            return 0.0, ""
-        raise ParamsError(f"{where}: '{text}' needs a unit; valid units: {', '.join(units)}")
-    m = _QTY.match(str(text))
-    if not m or m.group(2) not in units:
-        raise ParamsError(f"{where}: '{text}' is not a {kind} (valid units: {', '.join(units)})")
-    return float(m.group(1)), m.group(2)
-
-
-def size_bytes(text: Any, where: str = "size") -> int:
-    """'32kB' -> 32768 (kB = KiB = 1024 bytes)."""
-    num, unit = _quantity(text, list(SIZE_UNITS), "size", where)
-    return int(num * SIZE_UNITS.get(unit, 1))
-
-
-def freq_hz(text: Any, where: str = "clock") -> float:
-    """'1.2GHz' -> 1.2e9."""
-    num, unit = _quantity(text, list(FREQ_UNITS), "frequency", where)
-    return num * FREQ_UNITS.get(unit, 1.0)
-
-
-def time_cycles(text: Any, hz: float, where: str = "time") -> float:
-    """'90ns' or '4cycles' -> cycles at hz."""
-    num, unit = _quantity(text, list(TIME_UNITS) + list(CYCLE_UNITS), "time", where)
-    if unit in CYCLE_UNITS or unit == "":
-        return num
-    return num * TIME_UNITS[unit] * hz
-
+# ---------------------------------------------------------------- numbers as gem5 writes them
 
 def round_half_up(x: float) -> int:
     """2.5 -> 3, as trapline writes whole cycles."""
@@ -159,50 +118,22 @@ def cycles_to_ps(cycles: float, hz: float) -> int:
 
 # ---------------------------------------------------------------- the machine's fields
 
-def _is_sourced(v: Any) -> bool:
-    return isinstance(v, dict) and "value" in v and "source" in v
+def _fields(machine: Any) -> Dict[str, dict]:
+    if isinstance(machine, dict) and machine.get("kind") == MACHINE_KIND:
+        if machine.get("format") != FORMAT:
+            raise ParamsError(f"machine JSON format {machine.get('format')!r} is not {FORMAT}; "
+                              "re-export with python -m trapline.gem5")
+        return machine["fields"]
+    raise ParamsError(f"needs the typed machine JSON written by python -m trapline.gem5 (./run.sh gem5), "
+                      f"not {type(machine).__name__}")
 
 
-def _plain(v: Any) -> Any:
-    if _is_sourced(v):
-        return _plain(v["value"])
-    if isinstance(v, list):
-        return [_plain(x) for x in v]
-    return v
-
-
-def leaves(data: dict) -> Dict[str, Any]:
-    """Every field of a machine that carries information, by dotted path: numbers,
-    enums and booleans; a list (numa.latency_ns) is one field. Provenance
-    (source, claim, why, note, from, basis) and the top-level name, description
-    and claims are not fields gem5 could take."""
-    out: Dict[str, Any] = {}
-
-    def walk(v: Any, path: str) -> None:
-        if _is_sourced(v):
-            out[path] = _plain(v["value"])
-        elif isinstance(v, dict):
-            for k, sub in v.items():
-                if k in PROVENANCE_KEYS or (not path and k in TOP_TEXT_KEYS):
-                    continue
-                walk(sub, f"{path}.{k}" if path else k)
-        elif isinstance(v, list):
-            out[path] = _plain(v)
-        else:
-            out[path] = v
-    walk(data, "")
-    return out
-
-
-def _get(data: dict, path: str) -> Any:
-    cur: Any = data
-    for k in path.split("."):
-        if not isinstance(cur, dict) or k not in cur:
-            return None
-        cur = cur[k]
-        if _is_sourced(cur):
-            cur = cur["value"]
-    return _plain(cur)
+def leaves(machine: dict) -> Dict[str, Any]:
+    """Every field of a machine that carries information, by dotted path, as written:
+    numbers, enums and booleans; a list (numa.latency_ns) is one field. trapline
+    leaves out provenance (source, claim, why, note, from, basis) and the
+    top-level name, description and claims, which gem5 could not take."""
+    return {path: f["text"] for path, f in _fields(machine).items()}
 
 
 # ---------------------------------------------------------------- the parameters
@@ -380,49 +311,64 @@ def snoop_filter_capacity(params: Gem5Params, bus: str) -> str:
 
 
 def from_machine(machine: Any, mem_size: str = MEM_SIZE) -> Gem5Params:
-    """A Machine (trapline.machine.load) or its .data dict -> Gem5Params."""
-    data = machine.data if hasattr(machine, "data") else machine
-    if not isinstance(data, dict):
-        raise ParamsError(f"needs a Machine or its data dict, not {type(machine).__name__}")
-    sets = [str(s) for s in (getattr(machine, "sets", ()) or ())]
+    """The typed machine JSON (python -m trapline.gem5) -> Gem5Params."""
+    fields = _fields(machine)
+    data = machine
+    sets = [str(s) for s in machine.get("sets", [])]
     mapped: Dict[str, str] = {}
     notes: List[Note] = []
 
-    def note(path: str, text: str, value: Any = None) -> None:
-        notes.append(Note(field=path, value=_get(data, path) if value is None else value, text=text))
+    def _get(path: str) -> Any:
+        f = fields.get(path)
+        return None if f is None else f["text"]
 
-    arch = data["arch"]
-    if arch not in ISA_OF_ARCH:
-        raise ParamsError(f"arch: '{arch}' has no gem5 ISA here; valid choices: {', '.join(ISA_OF_ARCH)}")
-    isa = ISA_OF_ARCH[arch]
+    def num(path: str) -> Any:
+        """A number in its base unit (bytes, Hz, cycles), as trapline typed it."""
+        f = fields.get(path)
+        if f is None or "value" not in f:
+            raise ParamsError(f"{path}: needs a number in the machine JSON; re-export with python -m trapline.gem5")
+        return f["value"]
+
+    def note(path: str, text: str, value: Any = None) -> None:
+        notes.append(Note(field=path, value=_get(path) if value is None else value, text=text))
+
+    arch, isa = data["arch"], data["isa"]
+    if isa not in PAGE_BYTES:
+        raise ParamsError(f"isa: '{isa}' is not a gem5 ISA here; valid choices: {', '.join(PAGE_BYTES)}")
     mapped["arch"] = f"SimpleProcessor(isa=ISA.{isa}) (gem5.isas.ISA)"
-    hz = freq_hz(_get(data, "clock"), "clock")
-    clock = gem5_clock(_get(data, "clock"), hz)
+    hz = float(num("clock"))
+    clock = gem5_clock(_get("clock"), hz)
     mapped["clock"] = f"SimpleBoard(clk_freq=\"{clock}\"): the board's clock domain, shared by the CPU and caches"
 
     def cyc(path: str) -> int:
-        return round_half_up(time_cycles(_get(data, path), hz, path))
+        return round_half_up(num(path))
+
+    def size_bytes(path: str) -> int:
+        return int(num(path))
+
+    def group(prefix: str) -> bool:
+        return any(p.startswith(prefix + ".") for p in fields)
 
     note("cpi", "gem5 has no base-CPI parameter: the CPU model (run_se.py --cpu timing|minor|o3) sets the cycles "
                 "per instruction. TimingSimpleCPU is not pipelined (each instruction waits for its own fetch "
                 "through the L1I and for its data access), MinorCPU is an in-order pipeline, O3 out of order")
 
     # ---- caches
-    present = [lv for lv in LEVELS if isinstance(data["caches"].get(lv), dict)]
-    line = size_bytes(_get(data, "caches.l1d.line"), "caches.l1d.line")
+    present = [lv for lv in LEVELS if group(f"caches.{lv}")]
+    line = size_bytes("caches.l1d.line")
     mapped["caches.l1d.line"] = f"System.cache_line_size = {line} (one line size for every cache, src/sim/System.py)"
     levels: Dict[str, CacheLevel] = {}
     for lv in present:
         at = f"caches.{lv}"
-        sz = size_bytes(_get(data, f"{at}.size"), f"{at}.size")
-        own_line = size_bytes(_get(data, f"{at}.line"), f"{at}.line")
-        assoc_raw = _get(data, f"{at}.assoc")
+        sz = size_bytes(f"{at}.size")
+        own_line = size_bytes(f"{at}.line")
+        assoc_raw = _get(f"{at}.assoc")
         # fully associative: one set, at the line size gem5 runs with
         assoc = sz // line if assoc_raw == "full" else int(assoc_raw)
         lower = [x for x in present if LEVELS.index(x) > LEVELS.index(lv) and x not in ("l1i", "l1d")]
         below = lower[0] if lower else None
-        below_excl = below is not None and _get(data, f"caches.{below}.inclusion") == "exclusive"
-        inclusion = _get(data, f"{at}.inclusion")
+        below_excl = below is not None and _get(f"caches.{below}.inclusion") == "exclusive"
+        inclusion = _get(f"{at}.inclusion")
         levels[lv] = CacheLevel(
             level=lv, size=gem5_size(sz), size_bytes=sz, assoc=assoc, line_bytes=own_line,
             latency_cycles=cyc(f"{at}.latency"), tag_latency=TAG_LATENCY, data_latency=0,
@@ -437,7 +383,7 @@ def from_machine(machine: Any, mem_size: str = MEM_SIZE) -> Gem5Params:
         mapped[f"{at}.assoc"] = f"Cache.assoc = {assoc}"
         mapped[f"{at}.latency"] = ("Cache.data_latency (tag_latency = response_latency = 1; data_latency makes "
                                    "the load-to-use of a hit here equal this figure)")
-        if _get(data, f"{at}.replacement") == "lru":
+        if _get(f"{at}.replacement") == "lru":
             mapped[f"{at}.replacement"] = "Cache.replacement_policy = LRURP() (src/mem/cache/replacement_policies/ReplacementPolicies.py)"
         if lv != "l1d":
             if own_line == line:
@@ -446,7 +392,7 @@ def from_machine(machine: Any, mem_size: str = MEM_SIZE) -> Gem5Params:
                 note(f"{at}.line", f"gem5's classic caches all use the system's line size (System.cache_line_size; "
                                    f"BaseTags.block_size = Parent.cache_line_size, src/mem/cache/tags/Tags.py), set to "
                                    f"the L1D's {line} B; this level runs with {line}-byte lines, not {own_line}")
-        write = _get(data, f"{at}.write")
+        write = _get(f"{at}.write")
         if write == "write-back":
             mapped[f"{at}.write"] = "gem5's classic Cache is write-back with write-allocate (the machine's write-back)"
         elif lv == "l1i":
@@ -478,7 +424,7 @@ def from_machine(machine: Any, mem_size: str = MEM_SIZE) -> Gem5Params:
         c.data_latency = max(1, c.latency_cycles)
         if c.latency_cycles < c.tag_latency:
             note(f"caches.{c.level}.latency", f"below gem5's minimum hit of {c.tag_latency} cycle (tag lookup); "
-                                              f"runs with {c.data_latency}", value=_get(data, f"caches.{c.level}.latency"))
+                                              f"runs with {c.data_latency}", value=_get(f"caches.{c.level}.latency"))
     for c in chain:
         path += up.tag_latency + up.response_latency + CACHE_BUS.request_cycles() + CACHE_BUS.response_cycles(line)
         want = c.latency_cycles - path
@@ -503,14 +449,12 @@ def from_machine(machine: Any, mem_size: str = MEM_SIZE) -> Gem5Params:
 
     # ---- NUMA
     numa = None
-    if isinstance(data.get("numa"), dict):
-        n = data["numa"]
-        mat = _plain(n["latency_ns"])
-        lat = [[round_half_up(time_cycles(v, hz, "numa.latency_ns")) for v in row] for row in mat]
-        inter = bool(_get(data, "numa.interleave"))
-        gran = _get(data, "numa.interleave_granularity")
-        numa = NUMAParams(nodes=int(_get(data, "numa.nodes")), latency_cycles=lat, interleave=inter,
-                          interleave_granularity_bytes=size_bytes(gran, "numa.interleave_granularity")
+    if group("numa"):
+        lat = [[round_half_up(v) for v in row] for row in num("numa.latency_ns")]
+        inter = bool(_get("numa.interleave"))
+        gran = _get("numa.interleave_granularity")
+        numa = NUMAParams(nodes=int(_get("numa.nodes")), latency_cycles=lat, interleave=inter,
+                          interleave_granularity_bytes=size_bytes("numa.interleave_granularity")
                           if gran is not None else None)
         why = ("gem5 SE mode on a SimpleBoard has one core and one memory (SimpleBoard._setup_memory_ranges: a "
                "single AddrRange), and SE has no OS page placement (first touch, interleaving), so NUMA is "
@@ -520,17 +464,17 @@ def from_machine(machine: Any, mem_size: str = MEM_SIZE) -> Gem5Params:
                 note(f"numa.{k}", why)
 
     # ---- TLBs
-    page = size_bytes(_get(data, "tlb.dtlb.page"), "tlb.dtlb.page")
+    page = size_bytes("tlb.dtlb.page")
     for t in ("itlb", "dtlb"):
         at = f"tlb.{t}"
         gem = "itb" if t == "itlb" else "dtb"
         mapped[f"{at}.entries"] = f"mmu.{gem}.size ({TLB_SOURCE[isa]})"
-        if _get(data, f"{at}.assoc") == "full":
+        if _get(f"{at}.assoc") == "full":
             mapped[f"{at}.assoc"] = f"fully associative, as gem5's {isa} TLB with mmu.{gem}.size entries"
         else:
             note(f"{at}.assoc", "the gem5 TLB SimObjects set here take only `size` (X86TLB.py, SparcTLB.py, ArmTLB.py); "
                                 "the TLB runs fully associative with the same number of entries")
-        pg = size_bytes(_get(data, f"{at}.page"), f"{at}.page")
+        pg = size_bytes(f"{at}.page")
         if pg == PAGE_BYTES[isa]:
             mapped[f"{at}.page"] = f"fixed in gem5: {isa} PageBytes = {PAGE_BYTES[isa]} ({PAGE_SOURCE[isa]}); nothing to set"
         else:
@@ -540,10 +484,10 @@ def from_machine(machine: Any, mem_size: str = MEM_SIZE) -> Gem5Params:
                                    "from the simulated process's page table by the simulator, or walked by the "
                                    "ISA's table walker whose time comes from the cache model; it is not this figure")
     l2_size = None
-    if isinstance(data["tlb"].get("stlb"), dict):
-        kind = _get(data, "tlb.stlb.kind")
+    if group("tlb.stlb"):
+        kind = _get("tlb.stlb.kind")
         if kind == "main-tlb" and isa == "ARM":
-            l2_size = int(_get(data, "tlb.stlb.entries"))
+            l2_size = int(_get("tlb.stlb.entries"))
             mapped["tlb.stlb.kind"] = "ARM main TLB -> ArmMMU.l2_shared (src/arch/arm/ArmMMU.py)"
             mapped["tlb.stlb.entries"] = "ArmMMU.l2_shared.size"
             note("tlb.stlb.assoc", "ArmMMU.l2_shared is set by its size only; its associativity is gem5's")
@@ -558,8 +502,8 @@ def from_machine(machine: Any, mem_size: str = MEM_SIZE) -> Gem5Params:
             for k in ("kind", "entries", "assoc", "latency"):
                 if f"tlb.stlb.{k}" in leaves(data):
                     note(f"tlb.stlb.{k}", why)
-    tlb = TLBParams(page_bytes=PAGE_BYTES[isa], itb_size=int(_get(data, "tlb.itlb.entries")),
-                    dtb_size=int(_get(data, "tlb.dtlb.entries")), l2_size=l2_size)
+    tlb = TLBParams(page_bytes=PAGE_BYTES[isa], itb_size=int(_get("tlb.itlb.entries")),
+                    dtb_size=int(_get("tlb.dtlb.entries")), l2_size=l2_size)
 
     # ---- what the QEMU timing model charges and gem5 does not
     unaligned = {
@@ -587,8 +531,8 @@ def from_machine(machine: Any, mem_size: str = MEM_SIZE) -> Gem5Params:
                                   "SE mode has no kernel trap to charge")
     note("traps.cost", "QEMU-model-only: SE mode emulates system calls in the simulator and runs no kernel, so no "
                        "trap handler is timed (page faults are filled by the simulator)")
-    if isinstance(data.get("windows"), dict):
-        n = _get(data, "windows.count")
+    if group("windows"):
+        n = _get("windows.count")
         if isa == "SPARC" and n == SPARC_NWINDOWS:
             mapped["windows.count"] = (f"fixed in gem5: SparcISA::NWindows = {SPARC_NWINDOWS} "
                                        "(src/arch/sparc/sparc_traits.hh); nothing to set")
@@ -601,7 +545,7 @@ def from_machine(machine: Any, mem_size: str = MEM_SIZE) -> Gem5Params:
                                          "not this figure")
 
     params = Gem5Params(
-        machine=str(data["name"]), sets=sets, arch=arch, isa=isa, clock=clock, clock_hz=hz,
+        machine=str(data["machine"]), sets=sets, arch=arch, isa=isa, clock=clock, clock_hz=hz,
         cache_line_size=line, l1i=levels["l1i"], l1d=levels["l1d"], l2=levels.get("l2"), l3=levels.get("l3"),
         cache_bus=CACHE_BUS, membus=MEMBUS, memory=memory, tlb=tlb, numa=numa, mapped=mapped, notes=notes)
     _cover(params, data)

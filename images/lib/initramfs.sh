@@ -13,17 +13,10 @@
 #   /trapline/lib/, ELF interpreter at its PT_INTERP path: only if BINDIR holds
 #                           dynamically linked programs (see copy_runtime)
 #
-# Inputs (set by build.sh): ARCH CROSS CC HERE INIT_SRC BINDIR TARBALL LINUX_PKG
+# Inputs (set by build.sh): ARCH CROSS CC UFLAGS SYSROOT_LIBS (the arch table's, from
+# trapline/arch.py) HERE INIT_SRC BINDIR TARBALL LINUX_PKG
 # TOOLS_DIR INITRD_DIR INITRD_KEY CACHE SOURCE_DATE_EPOCH GCC_VER, functions log die
 # sha now elapsed.
-
-initramfs_arch() {
-	case $ARCH in
-	sparc64) UFLAGS="-mcpu=ultrasparc" SYSROOT_LIBS="/usr/sparc64-linux-gnu/lib /usr/sparc64-linux-gnu/lib64" ;;
-	armv6) UFLAGS="-march=armv6 -marm" SYSROOT_LIBS="/usr/arm-linux-gnueabi/lib" ;;
-	x86_64) UFLAGS="" SYSROOT_LIBS="/lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu /lib64" ;;
-	esac
-}
 
 default_run_list() {
 	echo "# default trapline run list for $ARCH (images/build.sh): smoke test + trap test"

@@ -4,30 +4,9 @@
 # (lib/initramfs.sh, init.c, tests) never rebuilds a kernel.
 #
 # Inputs (set by build.sh): ARCH CROSS JOBS NICE TARBALL LINUX_PKG FRAGMENT CACHE
-# LINUX_DIR, the KBUILD_* / SOURCE_DATE_EPOCH environment, functions log die sha now
+# LINUX_DIR, the arch table's KARCH KTARGETS KIMAGE (the image QEMU boots, stored as
+# KNAME) DTBSRC (trapline/arch.py), the KBUILD_* / SOURCE_DATE_EPOCH environment, functions log die sha now
 # elapsed.
-
-# Per-arch kernel targets. KIMAGE is what QEMU boots; it is stored as KNAME.
-linux_arch() {
-	case $ARCH in
-	sparc64)
-		# ARCH=sparc64 forces CONFIG_64BIT. arch/sparc/boot/image is vmlinux
-		# stripped: an ELF that QEMU's sun4u loader hands to OpenBIOS (zImage is
-		# only a gzip of it, which the loader does not unpack).
-		KARCH=sparc64 KTARGETS="image" KIMAGE=arch/sparc/boot/image KNAME=vmlinux-sparc64
-		DTBSRC=""
-		;;
-	armv6)
-		# 6.1 keeps the ARM device trees in arch/arm/boot/dts (no vendor subdir yet).
-		KARCH=arm KTARGETS="zImage bcm2835-rpi-zero.dtb" KIMAGE=arch/arm/boot/zImage
-		KNAME=zImage-armv6 DTBSRC=arch/arm/boot/dts/bcm2835-rpi-zero.dtb
-		;;
-	x86_64)
-		KARCH=x86_64 KTARGETS="bzImage" KIMAGE=arch/x86/boot/bzImage KNAME=bzImage-x86_64
-		DTBSRC=""
-		;;
-	esac
-}
 
 # build_linux WORKDIR: extract the tarball into WORKDIR/linux, configure
 # (tinyconfig + fragment), check the fragment, build. Sets BUILD_SECONDS

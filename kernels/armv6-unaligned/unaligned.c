@@ -36,13 +36,9 @@
 #include <signal.h>
 #include <unistd.h>
 
-static struct tl_arg args[] = {
-    {"width", "32", "32|64 (bits per load)"},
-    {"variant", "aligned", "width=32: aligned|unaligned-hw|packed; width=64: aligned|unaligned-ldrd|unaligned-ldm|packed"},
-    {"iters", "100000000", "loads per sample (quick: 100000, 2000 for unaligned-ldrd/ldm)"},
-    TL_COMMON_ARGS,
-    {0, 0, 0},
-};
+TL_ARGS({"width", "32", "[choice] 32|64 (bits per load)"},
+        {"variant", "aligned", "[choice] width=32: aligned|unaligned-hw|packed; width=64: aligned|unaligned-ldrd|unaligned-ldm|packed"},
+        {"iters", "100000000", "[int 1..4294967295] loads per sample (quick: 100000, 2000 for unaligned-ldrd/ldm)"});
 
 struct p32 {
     uint32_t v;
@@ -54,41 +50,26 @@ struct p64 {
 
 /* The loops, one per variant, noinline and named for disasm.yaml. The loop
  * counter is an unsigned long (32 bits on ARM, like the original's int).
- * Each iteration performs one load; only the last value is returned.
- * no_icf: several loops are identical code (they differ only in the
- * pointer they are given) and must stay separate symbols. */
+ * Each iteration performs one load (LOAD, a statement that sets v from p);
+ * only the last value is returned. no_icf: several loops are identical code
+ * (they differ only in the pointer they are given) and must stay separate
+ * symbols. */
+#define LOAD_LOOP(name, type, LOAD)                                                                  \
+    __attribute__((noinline, no_icf)) static type name(const unsigned char *p, unsigned long iters) \
+    {                                                                                                \
+        type v = 0;                                                                                  \
+        for (unsigned long i = 0; i < iters; i++) {                                                  \
+            LOAD;                                                                                    \
+        }                                                                                            \
+        return v;                                                                                    \
+    }
 #if defined(__arm__)
-__attribute__((noinline, no_icf)) static uint32_t load32_aligned(const unsigned char *p, unsigned long iters)
-{
-    uint32_t v = 0;
-    for (unsigned long i = 0; i < iters; i++)
-        __asm__ volatile("ldr %0, [%1]" : "=r"(v) : "r"(p) : "memory");
-    return v;
-}
-
-__attribute__((noinline, no_icf)) static uint32_t load32_unaligned_hw(const unsigned char *p, unsigned long iters)
-{
-    uint32_t v = 0;
-    for (unsigned long i = 0; i < iters; i++)
-        __asm__ volatile("ldr %0, [%1]" : "=r"(v) : "r"(p) : "memory");
-    return v;
-}
-
-__attribute__((noinline, no_icf)) static uint64_t load64_aligned(const unsigned char *p, unsigned long iters)
-{
-    uint64_t v = 0;
-    for (unsigned long i = 0; i < iters; i++)
-        __asm__ volatile("ldrd %0, %H0, [%1]" : "=r"(v) : "r"(p) : "memory");
-    return v;
-}
-
-__attribute__((noinline, no_icf)) static uint64_t load64_ldrd(const unsigned char *p, unsigned long iters)
-{
-    uint64_t v = 0;
-    for (unsigned long i = 0; i < iters; i++)
-        __asm__ volatile("ldrd %0, %H0, [%1]" : "=r"(v) : "r"(p) : "memory");
-    return v;
-}
+/* exactly the instruction named */
+#define ASM_LOAD(insn) __asm__ volatile(insn : "=r"(v) : "r"(p) : "memory")
+LOAD_LOOP(load32_aligned, uint32_t, ASM_LOAD("ldr %0, [%1]"))
+LOAD_LOOP(load32_unaligned_hw, uint32_t, ASM_LOAD("ldr %0, [%1]"))
+LOAD_LOOP(load64_aligned, uint64_t, ASM_LOAD("ldrd %0, %H0, [%1]"))
+LOAD_LOOP(load64_ldrd, uint64_t, ASM_LOAD("ldrd %0, %H0, [%1]"))
 
 /* LDM loads the lower-numbered register from the lower address: r2 gets
  * the low word (little-endian), r3 the high word. */
@@ -101,87 +82,22 @@ __attribute__((noinline, no_icf)) static uint64_t load64_ldm(const unsigned char
     return (uint64_t)hi << 32 | lo;
 }
 #else
-__attribute__((noinline, no_icf)) static uint32_t load32_aligned(const unsigned char *p, unsigned long iters)
-{
-    uint32_t v = 0;
-    for (unsigned long i = 0; i < iters; i++) {
-        TL_HIDE(p);
-        v = *(const uint32_t *)p;
-        TL_USE(v);
-    }
-    return v;
-}
-
-__attribute__((noinline, no_icf)) static uint32_t load32_unaligned_hw(const unsigned char *p, unsigned long iters)
-{
-    uint32_t v = 0;
-    for (unsigned long i = 0; i < iters; i++) {
-        TL_HIDE(p);
-        v = *(const uint32_t *)p;
-        TL_USE(v);
-    }
-    return v;
-}
-
-__attribute__((noinline, no_icf)) static uint64_t load64_aligned(const unsigned char *p, unsigned long iters)
-{
-    uint64_t v = 0;
-    for (unsigned long i = 0; i < iters; i++) {
-        TL_HIDE(p);
-        v = *(const uint64_t *)p;
-        TL_USE(v);
-    }
-    return v;
-}
-
-__attribute__((noinline, no_icf)) static uint64_t load64_ldrd(const unsigned char *p, unsigned long iters)
-{
-    uint64_t v = 0;
-    for (unsigned long i = 0; i < iters; i++) {
-        TL_HIDE(p);
-        v = *(const uint64_t *)p;
-        TL_USE(v);
-    }
-    return v;
-}
-
-__attribute__((noinline, no_icf)) static uint64_t load64_ldm(const unsigned char *p, unsigned long iters)
-{
-    uint64_t v = 0;
-    for (unsigned long i = 0; i < iters; i++) {
-        TL_HIDE(p);
-        v = *(const uint64_t *)p;
-        TL_USE(v);
-    }
-    return v;
-}
+/* a plain load through a pointer whose alignment gcc cannot see */
+#define C_LOAD(type) TL_HIDE(p); v = *(const type *)p; TL_USE(v)
+LOAD_LOOP(load32_aligned, uint32_t, C_LOAD(uint32_t))
+LOAD_LOOP(load32_unaligned_hw, uint32_t, C_LOAD(uint32_t))
+LOAD_LOOP(load64_aligned, uint64_t, C_LOAD(uint64_t))
+LOAD_LOOP(load64_ldrd, uint64_t, C_LOAD(uint64_t))
+LOAD_LOOP(load64_ldm, uint64_t, C_LOAD(uint64_t))
 #endif
 
 /* The "software fixup": gcc may assume no alignment for a packed struct and
  * builds the value from byte loads, like the original's gcc 4.6. (gcc 12 for
  * -march=armv6 has -munaligned-access on, but uses an unaligned LDR only for
  * memcpy-style accesses, not for a packed field; disasm.yaml checks it.) */
-__attribute__((noinline, no_icf)) static uint32_t load32_packed(const unsigned char *p, unsigned long iters)
-{
-    uint32_t v = 0;
-    for (unsigned long i = 0; i < iters; i++) {
-        TL_HIDE(p);
-        v = ((const struct p32 *)p)->v;
-        TL_USE(v);
-    }
-    return v;
-}
-
-__attribute__((noinline, no_icf)) static uint64_t load64_packed(const unsigned char *p, unsigned long iters)
-{
-    uint64_t v = 0;
-    for (unsigned long i = 0; i < iters; i++) {
-        TL_HIDE(p);
-        v = ((const struct p64 *)p)->v;
-        TL_USE(v);
-    }
-    return v;
-}
+#define PACKED_LOAD(ptype) TL_HIDE(p); v = ((const struct ptype *)p)->v; TL_USE(v)
+LOAD_LOOP(load32_packed, uint32_t, PACKED_LOAD(p32))
+LOAD_LOOP(load64_packed, uint64_t, PACKED_LOAD(p64))
 
 /* ------------------------------------------------------------ SIGBUS */
 
@@ -252,22 +168,16 @@ static uint64_t body(void *vc)
 
 int main(int argc, char **argv)
 {
-    tl_exp = "armv6-unaligned";
-    tl_parse_args(argc, argv, args);
+    struct tl_opts o = tl_start("armv6-unaligned", argc, argv, args);
     int width = atoi(tl_choice(args, "width", "32|64"));
     const char *variant = tl_choice(args, "variant",
                                     width == 32 ? "aligned|unaligned-hw|packed"
                                                 : "aligned|unaligned-ldrd|unaligned-ldm|packed");
-    int quick = tl_int(args, "quick");
-    int reps = tl_int(args, "reps"), warmup = tl_int(args, "warmup");
-    long long iters = tl_int(args, "iters");
     int kernel_fixup = !strcmp(variant, "unaligned-ldrd") || !strcmp(variant, "unaligned-ldm");
-    if (quick && !tl_given(args, "iters"))
-        iters = kernel_fixup ? 2000 : 100000; /* a kernel fixup is ~50 us in QEMU */
-    if (iters <= 0 || (unsigned long long)iters > ULONG_MAX) {
-        fprintf(stderr, "%s: iters must be 1..%lu\n", tl_exp, ULONG_MAX);
-        return 2;
-    }
+    /* a kernel fixup is ~50 us in QEMU */
+    long long iters = tl_quick_int(args, "iters", o.quick, kernel_fixup ? 2000 : 100000);
+    if (iters <= 0 || (unsigned long long)iters > ULONG_MAX)
+        tl_fail("iters must be 1..%lu", ULONG_MAX);
     int offset = strcmp(variant, "aligned") ? 1 : 0;
 
     static unsigned char buf[16] __attribute__((aligned(16)));
@@ -287,9 +197,8 @@ int main(int argc, char **argv)
     uint16_t one = 1;
     const char *endian = *(unsigned char *)&one ? "little" : "big";
 
-    tl_timer_check();
-    printf("TL exp=%s kind=info arch=%s variant=%s width=%d offset=%d iters=%llu endian=%s\n", tl_exp, TL_ARCH,
-           variant, width, offset, (unsigned long long)iters, endian);
+    tl_header("variant=%s width=%d offset=%d iters=%llu endian=%s", variant, width, offset, (unsigned long long)iters,
+              endian);
 
     snprintf(skip_line, sizeof skip_line, "TL exp=%s kind=skip variant=%s reason=sigbus_no_alignment_fixup width=%d\n",
              tl_exp, variant, width);
@@ -302,21 +211,21 @@ int main(int argc, char **argv)
     struct ctx c = {.p = p, .iters = (unsigned long)iters, .width = width, .variant = variant};
     char params[128];
     snprintf(params, sizeof params, "width=%d offset=%d iters=%llu", width, offset, (unsigned long long)iters);
-    tl_measure_rusage(variant, params, warmup, reps, body, &c);
-    if (reps + warmup == 0)
+    tl_measure_rusage(variant, params, o.warmup, o.reps, body, &c);
+    if (o.reps + o.warmup == 0)
         body(&c);
 
     if (have_proc && read_alignment(&u1, &d1, &m1) == 0) {
         char cp[160];
-        snprintf(cp, sizeof cp, "%s runs=%d", params, reps + warmup);
+        snprintf(cp, sizeof cp, "%s runs=%d", params, o.reps + o.warmup);
         tl_count(variant, "alignment_fixups_user", u1 - u0, cp);
         tl_count(variant, "alignment_fixups_dword", d1 - d0, cp);
         tl_count(variant, "alignment_fixups_multi", m1 - m0, cp);
         /* every run (warm-up included) executed iters loads: the counters above
          * must have risen by exactly this for the kernel-fixed variants */
-        tl_count(variant, "loads", (uint64_t)iters * (uint64_t)(reps + warmup ? reps + warmup : 1), cp);
+        tl_count(variant, "loads", (uint64_t)iters * (uint64_t)(o.reps + o.warmup ? o.reps + o.warmup : 1), cp);
     } else {
-        printf("TL exp=%s kind=info proc_cpu_alignment=absent\n", tl_exp);
+        tl_info("proc_cpu_alignment=absent");
     }
 
     char cparams[160];

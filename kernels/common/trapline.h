@@ -33,6 +33,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,7 +142,7 @@ static inline void tl_usage(const struct tl_arg *args, FILE *out)
 }
 
 /* Parse argv into the table; exits 2 on anything unknown. The common keys
- * reps, warmup and quick must be declared by every kernel (TL_COMMON_ARGS). */
+ * reps, warmup and quick must be declared by every kernel (TL_ARGS adds them). */
 static inline void tl_parse_args(int argc, char **argv, struct tl_arg *args)
 {
     for (int i = 1; i < argc; i++) {
@@ -223,10 +224,69 @@ static inline const char *tl_choice(const struct tl_arg *args, const char *key, 
 
 /* Every kernel declares these three keys. quick=1 asks the kernel to scale
  * its default sizes down for tests (explicit sizes still win). */
-#define TL_COMMON_ARGS                                                       \
-    {"reps", "5", "measured repetitions (each printed as one sample)"},     \
-    {"warmup", "1", "unmeasured repetitions run first"},                     \
-    {"quick", "0", "1 = small default sizes for tests"}
+#define TL_COMMON_ARGS                                                                          \
+    {"reps", "5", "[int 1..1000000] measured repetitions (each printed as one sample)"},        \
+    {"warmup", "1", "[int 0..1000000] unmeasured repetitions run first"},                       \
+    {"quick", "0", "[int 0..1] 1 = small default sizes for tests"}
+
+/* The one form of a kernel's argument table: its own keys, one
+ * {key, default, help} per key, then the common keys and the terminator.
+ * Every help starts with the key's type and range, which --help shows and the
+ * harness reads from this source before any run (trapline/kernelargs.py):
+ * [int LO..HI], [float LO..HI], [range LO..HI] (N or LO-HI, LO <= HI),
+ * [list LO..HI] (comma-separated integers, or empty), [choice] (the a|b|c
+ * lists in the help). Declares `args`:
+ *   TL_ARGS({"variant", "row", "[choice] row|column"},
+ *           {"rows", "4096", "[int 1..1048576] rows of the array (quick: 2048)"});
+ * A size that quick=1 scales down says so in its help, "(quick: N)", and is
+ * read with tl_quick_int(args, key, o.quick, N). */
+#define TL_ARGS(...) static struct tl_arg args[] = {__VA_ARGS__, TL_COMMON_ARGS, {0, 0, 0}}
+
+/* What every kernel reads before its own keys. */
+struct tl_opts {
+    int quick;  /* quick=1: small default sizes */
+    int reps;   /* measured repetitions */
+    int warmup; /* unmeasured repetitions first */
+};
+
+/* The one main() preamble: name the experiment (for every TL line and
+ * message), parse argv into args (exit 2 on a bad key) and read the common
+ * keys. Then a kernel reads its own keys (tl_choice, tl_int, tl_quick_int),
+ * rejects bad values with tl_fail and prints tl_header.
+ *
+ * The four kernels of the deterministic model lanes (loop-order,
+ * x86-split-lock, sparc-spill-fill, sparc-strong-prefetch) keep the
+ * preamble written out: tl_measure is inlined into main(), so any change to
+ * main() moves the registers, stack slots and cache lines of the code around
+ * the region markers, and the model's per-region counts with them (tried:
+ * loop-order's figure moved from 7.328139 to 7.328681). Their binaries are
+ * kept byte-identical instead. */
+static inline struct tl_opts tl_start(const char *exp, int argc, char **argv, struct tl_arg *args)
+{
+    tl_exp = exp;
+    tl_parse_args(argc, argv, args);
+    struct tl_opts o = {.quick = tl_int(args, "quick")};
+    o.reps = tl_int(args, "reps"), o.warmup = tl_int(args, "warmup");
+    return o;
+}
+
+/* A size key: its value, or quick_value when quick=1 and the command line
+ * did not name the key (an explicit value, even the default, always wins). */
+static inline long long tl_quick_int(const struct tl_arg *args, const char *key, int quick, long long quick_value)
+{
+    long long v = tl_int(args, key);
+    return quick && !tl_given(args, key) ? quick_value : v;
+}
+
+/* Bad input: one line naming the field and what is valid, exit status 2. */
+static inline void tl_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* One kind=info line: "TL exp=<id> kind=info " and the formatted facts. */
+static inline void tl_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The opening lines every kernel prints once its keys are valid: the timer
+ * facts (kind=timer) and a kind=info line that starts with arch=<arch>. */
+static inline void tl_header(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---------------------------------------------------------- measurement */
 
@@ -238,21 +298,48 @@ static inline const char *tl_choice(const struct tl_arg *args, const char *key, 
  * string of extra key=value pairs ("offset=57 width=8"), or "". */
 typedef uint64_t (*tl_body_fn)(void *ctx);
 
-static inline void tl_measure(const char *variant, const char *params, int warmup, int reps,
-                              tl_body_fn fn, void *ctx)
+/* The one measuring loop behind tl_measure, tl_measure_rusage and
+ * tl_measure_setup. always_inline with constant setup and rusage, so each
+ * wrapper compiles to the code of its own loop (the model-lane binaries are
+ * byte-identical to those built from the three separate loops it replaced). */
+static inline __attribute__((always_inline)) void tl_measure_loop(const char *variant, const char *params, int warmup,
+                                                                 int reps, void (*setup)(void *ctx), tl_body_fn fn,
+                                                                 void *ctx, int rusage)
 {
-    for (int i = 0; i < warmup; i++)
+    for (int i = 0; i < warmup; i++) {
+        if (setup)
+            setup(ctx);
         fn(ctx);
+    }
     for (int r = 0; r < reps; r++) {
+        uint64_t u0, s0, u1, s1;
+        if (setup)
+            setup(ctx);
+        if (rusage)
+            tl_rusage_ns(&u0, &s0);
         uint64_t t0 = tl_now_ns();
         TL_ROI_BEGIN();
         uint64_t ops = fn(ctx);
         TL_ROI_END();
         uint64_t t1 = tl_now_ns();
-        printf("TL exp=%s kind=sample variant=%s rep=%d ops=%" PRIu64 " ns=%" PRIu64 "%s%s\n", tl_exp,
-               variant, r, ops, t1 - t0, params && *params ? " " : "", params ? params : "");
+        if (rusage) {
+            tl_rusage_ns(&u1, &s1);
+            printf("TL exp=%s kind=sample variant=%s rep=%d ops=%" PRIu64 " ns=%" PRIu64 " user_ns=%" PRIu64
+                   " sys_ns=%" PRIu64 "%s%s\n",
+                   tl_exp, variant, r, ops, t1 - t0, u1 - u0, s1 - s0, params && *params ? " " : "",
+                   params ? params : "");
+        } else {
+            printf("TL exp=%s kind=sample variant=%s rep=%d ops=%" PRIu64 " ns=%" PRIu64 "%s%s\n", tl_exp, variant,
+                   r, ops, t1 - t0, params && *params ? " " : "", params ? params : "");
+        }
         fflush(stdout);
     }
+}
+
+static inline void tl_measure(const char *variant, const char *params, int warmup, int reps, tl_body_fn fn,
+                              void *ctx)
+{
+    tl_measure_loop(variant, params, warmup, reps, NULL, fn, ctx, 0);
 }
 
 /* Same, but also records user and system CPU time of each repetition, for
@@ -260,23 +347,7 @@ static inline void tl_measure(const char *variant, const char *params, int warmu
 static inline void tl_measure_rusage(const char *variant, const char *params, int warmup, int reps,
                                      tl_body_fn fn, void *ctx)
 {
-    for (int i = 0; i < warmup; i++)
-        fn(ctx);
-    for (int r = 0; r < reps; r++) {
-        uint64_t u0, s0, u1, s1;
-        tl_rusage_ns(&u0, &s0);
-        uint64_t t0 = tl_now_ns();
-        TL_ROI_BEGIN();
-        uint64_t ops = fn(ctx);
-        TL_ROI_END();
-        uint64_t t1 = tl_now_ns();
-        tl_rusage_ns(&u1, &s1);
-        printf("TL exp=%s kind=sample variant=%s rep=%d ops=%" PRIu64 " ns=%" PRIu64 " user_ns=%" PRIu64
-               " sys_ns=%" PRIu64 "%s%s\n",
-               tl_exp, variant, r, ops, t1 - t0, u1 - u0, s1 - s0, params && *params ? " " : "",
-               params ? params : "");
-        fflush(stdout);
-    }
+    tl_measure_loop(variant, params, warmup, reps, NULL, fn, ctx, 1);
 }
 
 /* Same as tl_measure, but setup(ctx) runs untimed before every run (warm-up
@@ -285,26 +356,11 @@ static inline void tl_measure_rusage(const char *variant, const char *params, in
 static inline void tl_measure_setup(const char *variant, const char *params, int warmup, int reps,
                                     void (*setup)(void *ctx), tl_body_fn fn, void *ctx)
 {
-    for (int i = 0; i < warmup; i++) {
-        setup(ctx);
-        fn(ctx);
-    }
-    for (int r = 0; r < reps; r++) {
-        setup(ctx);
-        uint64_t t0 = tl_now_ns();
-        TL_ROI_BEGIN();
-        uint64_t ops = fn(ctx);
-        TL_ROI_END();
-        uint64_t t1 = tl_now_ns();
-        printf("TL exp=%s kind=sample variant=%s rep=%d ops=%" PRIu64 " ns=%" PRIu64 "%s%s\n", tl_exp,
-               variant, r, ops, t1 - t0, params && *params ? " " : "", params ? params : "");
-        fflush(stdout);
-    }
+    tl_measure_loop(variant, params, warmup, reps, setup, fn, ctx, 0);
 }
 
 static inline void tl_check(const char *variant, const char *params, const char *fmt_value, ...)
     __attribute__((format(printf, 3, 4)));
-#include <stdarg.h>
 static inline void tl_check(const char *variant, const char *params, const char *fmt_value, ...)
 {
     char buf[128];
@@ -315,6 +371,38 @@ static inline void tl_check(const char *variant, const char *params, const char 
     printf("TL exp=%s kind=check variant=%s value=%s%s%s\n", tl_exp, variant, buf,
            params && *params ? " " : "", params ? params : "");
     fflush(stdout);
+}
+
+static inline void tl_fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", tl_exp);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(2);
+}
+
+static inline void tl_info(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("TL exp=%s kind=info ", tl_exp);
+    vprintf(fmt, ap);
+    va_end(ap);
+    putchar('\n');
+}
+
+static inline void tl_header(const char *fmt, ...)
+{
+    tl_timer_check();
+    va_list ap;
+    va_start(ap, fmt);
+    printf("TL exp=%s kind=info arch=%s ", tl_exp, TL_ARCH);
+    vprintf(fmt, ap);
+    va_end(ap);
+    putchar('\n');
 }
 
 static inline void tl_count(const char *variant, const char *name, uint64_t value, const char *params)
@@ -339,6 +427,17 @@ static inline void *tl_aligned_alloc(size_t align, size_t size)
         exit(1);
     }
     memset(p, 0, size);
+    return p;
+}
+
+/* malloc, or exit 1 saying "out of memory". */
+static inline void *tl_malloc(size_t size)
+{
+    void *p = malloc(size);
+    if (!p) {
+        fprintf(stderr, "%s: out of memory\n", tl_exp);
+        exit(1);
+    }
     return p;
 }
 

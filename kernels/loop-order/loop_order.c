@@ -25,13 +25,9 @@
 #include "trapline.h"
 #include <unistd.h>
 
-static struct tl_arg args[] = {
-    {"variant", "row", "row|column"},
-    {"rows", "4096", "rows of the array (quick: 2048)"},
-    {"cols", "4096", "int elements per row (quick: 1024)"},
-    TL_COMMON_ARGS,
-    {0, 0, 0},
-};
+TL_ARGS({"variant", "row", "[choice] row|column"},
+        {"rows", "4096", "[int 1..1048576] rows of the array (quick: 2048)"},
+        {"cols", "4096", "[int 1..1048576] int elements per row (quick: 1024)"});
 
 struct ctx {
     int *a;
@@ -69,6 +65,7 @@ static uint64_t body(void *vc)
 
 int main(int argc, char **argv)
 {
+    /* The preamble stays written out (not tl_start): see trapline.h, the model lanes. */
     tl_exp = "loop-order";
     tl_parse_args(argc, argv, args);
     const char *variant = tl_choice(args, "variant", "row|column");

@@ -62,16 +62,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-static struct tl_arg args[] = {
-    {"allocator", "chunk", "chunk|glibc"},
-    {"requestsize", "9", "chunk allocator: chunk size in 8 KiB hunks (mtmalloc 9..256)"},
-    {"rounds", "100", "R: allocate/free-short rounds in one run (quick: 12)"},
-    {"objects", "100000", "objects allocated per round (quick: 10000)"},
-    {"size", "512", "bytes per object (16..65528)"},
-    {"verify", "0", "1 = fill every object and check it at free (slow; for tests)"},
-    TL_COMMON_ARGS,
-    {0, 0, 0},
-};
+TL_ARGS({"allocator", "chunk", "[choice] chunk|glibc"},
+        {"requestsize", "9", "[int 9..256] chunk allocator: chunk size in 8 KiB hunks (mtmalloc 9..256)"},
+        {"rounds", "100", "[int 1..1000000] R: allocate/free-short rounds in one run (quick: 12)"},
+        {"objects", "100000", "[int 2..100000000] objects allocated per round (quick: 10000)"},
+        {"size", "512", "[int 16..65528] bytes per object (16..65528)"},
+        {"verify", "0", "[int 0..1] 1 = fill every object and check it at free (slow; for tests)"});
 
 /* ----------------------------------------------------- chunk allocator */
 
@@ -339,29 +335,18 @@ static void teardown(void *vc)
 
 int main(int argc, char **argv)
 {
-    tl_exp = "malloc-chunk-chase";
-    tl_parse_args(argc, argv, args);
+    struct tl_opts o = tl_start("malloc-chunk-chase", argc, argv, args);
     const char *variant = tl_choice(args, "allocator", "chunk|glibc");
-    int quick = tl_int(args, "quick");
-    int reps = tl_int(args, "reps"), warmup = tl_int(args, "warmup");
     struct ctx c = {.chunk = !strcmp(variant, "chunk")};
-    c.rounds = tl_int(args, "rounds");
-    c.objects = tl_int(args, "objects");
-    if (quick && !tl_given(args, "rounds"))
-        c.rounds = 12;
-    if (quick && !tl_given(args, "objects"))
-        c.objects = 10000;
+    c.rounds = tl_quick_int(args, "rounds", o.quick, 12);
+    c.objects = tl_quick_int(args, "objects", o.quick, 10000);
     long long size = tl_int(args, "size");
     c.verify = tl_int(args, "verify");
     c.heap.requestsize = tl_int(args, "requestsize");
     if (c.rounds < 1 || c.objects < 2 || size < (long long)sizeof(struct obj) ||
-        size > (1 << MAX_CACHED_SHIFT) - OVERHEAD || c.heap.requestsize < 9 || c.heap.requestsize > 256) {
-        fprintf(stderr, "%s: need rounds >= 1, objects >= 2, 16 <= size <= 65528, 9 <= requestsize <= 256\n",
-                tl_exp);
-        return 2;
-    }
+        size > (1 << MAX_CACHED_SHIFT) - OVERHEAD || c.heap.requestsize < 9 || c.heap.requestsize > 256)
+        tl_fail("need rounds >= 1, objects >= 2, 16 <= size <= 65528, 9 <= requestsize <= 256");
     c.size = size;
-    tl_timer_check();
 
     /* Geometry of one chunk, from a trial init in scratch memory. */
     int logsz = MIN_CACHED_SHIFT;
@@ -379,11 +364,10 @@ int main(int argc, char **argv)
     uint64_t need = c.chunk ? ((peak_live + per_chunk - 1) / per_chunk + 1) * chunk_bytes
                             : peak_live * ALIGN_UP(size + 8, 16);
     uint64_t phys = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
-    printf("TL exp=%s kind=info arch=%s size=%lld slot_bytes=%zu chunk_bytes=%zu objs_per_chunk=%" PRIu64
-           " rounds=%ld objects=%ld peak_live_objects=%" PRIu64 " expected_peak_bytes=%" PRIu64
-           " phys_bytes=%" PRIu64 "\n",
-           tl_exp, TL_ARCH, size, c.chunk ? slot : (size_t)0, c.chunk ? chunk_bytes : (size_t)0,
-           c.chunk ? per_chunk : 0, c.rounds, c.objects, peak_live, need, phys);
+    tl_header("size=%lld slot_bytes=%zu chunk_bytes=%zu objs_per_chunk=%" PRIu64 " rounds=%ld objects=%ld "
+              "peak_live_objects=%" PRIu64 " expected_peak_bytes=%" PRIu64 " phys_bytes=%" PRIu64,
+              size, c.chunk ? slot : (size_t)0, c.chunk ? chunk_bytes : (size_t)0, c.chunk ? per_chunk : 0, c.rounds,
+              c.objects, peak_live, need, phys);
     if (need > phys / 4 * 3) {
         tl_skip(variant, "not_enough_memory");
         return 0;
@@ -409,7 +393,7 @@ int main(int argc, char **argv)
                  c.rounds, c.objects, size);
     else
         snprintf(params, sizeof params, "rounds=%ld objects=%ld size=%lld", c.rounds, c.objects, size);
-    tl_measure_setup(variant, params, warmup, reps, teardown, body, &c);
+    tl_measure_setup(variant, params, o.warmup, o.reps, teardown, body, &c);
     teardown(&c); /* records the last run's peak */
 
     uint64_t mallocs = (uint64_t)c.rounds * c.objects;

@@ -43,17 +43,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-static struct tl_arg args[] = {
-    {"variant", "all", "all|first-touch-local|touch-then-bind-other|bind-first|bimodal"},
-    {"size", "67108864", "buffer bytes (quick: 4194304)"},
-    {"cpu", "-1", "CPU A, the touching CPU (-1: first usable CPU of the lowest node)"},
-    {"target_cpu", "-1", "CPU B on another node (-1: first usable CPU of the next node)"},
-    {"runs", "20", "bimodal: independent trials (quick: 4)"},
-    {"seed", "1", "bimodal: seed for the random touching CPU of each trial"},
-    {"pattern", "chase", "chase|stride (dependent random walk, or in-order read of every line)"},
-    TL_COMMON_ARGS,
-    {0, 0, 0},
-};
+TL_ARGS({"variant", "all", "[choice] all|first-touch-local|touch-then-bind-other|bind-first|bimodal"},
+        {"size", "67108864", "[int 4096..68719476736] buffer bytes (quick: 4194304)"},
+        {"cpu", "-1", "[int -1..4095] CPU A, the touching CPU (-1: first usable CPU of the lowest node)"},
+        {"target_cpu", "-1", "[int -1..4095] CPU B on another node (-1: first usable CPU of the next node)"},
+        {"runs", "20", "[int 1..100000] bimodal: independent trials (quick: 4)"},
+        {"seed", "1", "[int 0..4294967295] bimodal: seed for the random touching CPU of each trial"},
+        {"pattern", "chase", "[choice] chase|stride (dependent random walk, or in-order read of every line)"});
 
 static const char *all_variants[] = {"first-touch-local", "touch-then-bind-other", "bind-first", "bimodal", NULL};
 
@@ -157,11 +153,7 @@ static char *alloc_buf(size_t size)
  * shuffle), writing each line from the CPU we are running on. */
 static void touch_chase(char *buf, size_t nlines, uint64_t seed)
 {
-    uint32_t *perm = malloc(nlines * sizeof *perm);
-    if (!perm) {
-        fprintf(stderr, "%s: out of memory\n", tl_exp);
-        exit(1);
-    }
+    uint32_t *perm = tl_malloc(nlines * sizeof *perm);
     for (size_t i = 0; i < nlines; i++)
         perm[i] = (uint32_t)i;
     for (size_t i = nlines - 1; i > 0; i--) {
@@ -180,12 +172,8 @@ static int count_pages(char *buf, size_t size, int local_node, uint64_t *local, 
                        uint64_t *total)
 {
     size_t ps = (size_t)sysconf(_SC_PAGESIZE), n = size / ps;
-    void **pages = malloc(n * sizeof *pages);
-    int *status = malloc(n * sizeof *status);
-    if (!pages || !status) {
-        fprintf(stderr, "%s: out of memory\n", tl_exp);
-        exit(1);
-    }
+    void **pages = tl_malloc(n * sizeof *pages);
+    int *status = tl_malloc(n * sizeof *status);
     for (size_t i = 0; i < n; i++)
         pages[i] = buf + i * ps;
     long r = syscall(SYS_move_pages, 0, (unsigned long)n, pages, NULL, status, 0);
@@ -292,26 +280,17 @@ static void experiment(const struct run *R, const struct topo *t, const char *va
 
 int main(int argc, char **argv)
 {
-    tl_exp = "numa-first-touch";
-    tl_parse_args(argc, argv, args);
+    struct tl_opts o = tl_start("numa-first-touch", argc, argv, args);
     const char *variant = tl_choice(args, "variant", "all|first-touch-local|touch-then-bind-other|bind-first|bimodal");
     const char *pattern = tl_choice(args, "pattern", "chase|stride");
-    int quick = tl_int(args, "quick");
-    struct run R = {.warmup = tl_int(args, "warmup"), .reps = tl_int(args, "reps"), .pattern = pattern,
-                    .stride = !strcmp(pattern, "stride")};
-    long long size = tl_int(args, "size");
-    if (quick && !tl_given(args, "size"))
-        size = 4 << 20;
-    long runs = tl_int(args, "runs");
-    if (quick && !tl_given(args, "runs"))
-        runs = 4;
+    struct run R = {.warmup = o.warmup, .reps = o.reps, .pattern = pattern, .stride = !strcmp(pattern, "stride")};
+    long long size = tl_quick_int(args, "size", o.quick, 4 << 20);
+    long runs = tl_quick_int(args, "runs", o.quick, 4);
     uint64_t seed = (uint64_t)tl_int(args, "seed");
     int cpu_a = tl_int(args, "cpu"), cpu_b = tl_int(args, "target_cpu");
     long ps = sysconf(_SC_PAGESIZE);
-    if (size < ps || size % ps || size / LINE > UINT32_MAX || runs < 1) {
-        fprintf(stderr, "%s: size must be a multiple of the page size (%ld), runs >= 1\n", tl_exp, ps);
-        return 2;
-    }
+    if (size < ps || size % ps || size / LINE > UINT32_MAX || runs < 1)
+        tl_fail("size must be a multiple of the page size (%ld), runs >= 1", ps);
     R.size = (size_t)size;
 
     const char *list[5] = {0};
@@ -328,9 +307,8 @@ int main(int argc, char **argv)
     static struct topo t;
     read_topology(&t, &allowed);
 
-    tl_timer_check();
-    printf("TL exp=%s kind=info arch=%s nodes=%d cpu_nodes=%d usable_cpus=%d size=%zu pattern=%s\n", tl_exp,
-           TL_ARCH, t.nnodes, t.cpu_nodes, t.ncpus, R.size, pattern);
+    tl_header("nodes=%d cpu_nodes=%d usable_cpus=%d size=%zu pattern=%s", t.nnodes, t.cpu_nodes, t.ncpus, R.size,
+              pattern);
     if (t.cpu_nodes < 2) {
         for (int i = 0; list[i]; i++)
             tl_skip(list[i], "single_numa_node");
@@ -348,13 +326,10 @@ int main(int argc, char **argv)
                 break;
             }
     if (cpu_a >= CPU_SETSIZE || cpu_b < 0 || cpu_b >= CPU_SETSIZE || t.node_of_cpu[cpu_a] < 0 ||
-        t.node_of_cpu[cpu_b] < 0 || t.node_of_cpu[cpu_a] == t.node_of_cpu[cpu_b]) {
-        fprintf(stderr, "%s: cpu=%d and target_cpu=%d must be usable CPUs on two different nodes\n", tl_exp,
-                cpu_a, cpu_b);
-        return 2;
-    }
-    printf("TL exp=%s kind=info cpu=%d cpu_node=%d target_cpu=%d target_node=%d seed=%" PRIu64 " runs=%ld\n",
-           tl_exp, cpu_a, t.node_of_cpu[cpu_a], cpu_b, t.node_of_cpu[cpu_b], seed, runs);
+        t.node_of_cpu[cpu_b] < 0 || t.node_of_cpu[cpu_a] == t.node_of_cpu[cpu_b])
+        tl_fail("cpu=%d and target_cpu=%d must be usable CPUs on two different nodes", cpu_a, cpu_b);
+    tl_info("cpu=%d cpu_node=%d target_cpu=%d target_node=%d seed=%" PRIu64 " runs=%ld", cpu_a, t.node_of_cpu[cpu_a],
+            cpu_b, t.node_of_cpu[cpu_b], seed, runs);
 
     /* move_pages may be missing (kernel without CONFIG_NUMA, some emulators) */
     {
@@ -364,7 +339,7 @@ int main(int argc, char **argv)
         int err = count_pages(probe, (size_t)ps, 0, &l, &r, &u, &n);
         munmap(probe, (size_t)ps);
         if (err) {
-            printf("TL exp=%s kind=info move_pages_errno=%d\n", tl_exp, -err);
+            tl_info("move_pages_errno=%d", -err);
             for (int i = 0; list[i]; i++)
                 tl_skip(list[i], "move_pages_unavailable");
             return 0;

@@ -41,11 +41,7 @@
 #error "build with one of -DPLT_EXE, -DPLT_ONELIB, -DPLT_INTERNAL, -DPLT_PERLIB"
 #endif
 
-static struct tl_arg args[] = {
-    {"calls", "25000000", "calls of the entry a() per sample, 26 routine calls each (quick: 100000)"},
-    TL_COMMON_ARGS,
-    {0, 0, 0},
-};
+TL_ARGS({"calls", "25000000", "[int 1..1000000000000] calls of the entry a() per sample, 26 routine calls each (quick: 100000)"});
 
 #define CHAIN_LEN 26
 
@@ -83,18 +79,10 @@ static int cmp_addr(const void *x, const void *y)
 
 int main(int argc, char **argv)
 {
-    tl_exp = "plt-itlb";
-    tl_parse_args(argc, argv, args);
-    int quick = tl_int(args, "quick");
-    int reps = tl_int(args, "reps"), warmup = tl_int(args, "warmup");
-    long long calls = tl_int(args, "calls");
-    if (quick && !tl_given(args, "calls"))
-        calls = 100000;
-    if (calls < 1) {
-        fprintf(stderr, "%s: calls must be >= 1\n", tl_exp);
-        return 2;
-    }
-    tl_timer_check();
+    struct tl_opts o = tl_start("plt-itlb", argc, argv, args);
+    long long calls = tl_quick_int(args, "calls", o.quick, 100000);
+    if (calls < 1)
+        tl_fail("calls must be >= 1");
 
     /* Where the routines are: the number of distinct pages their entry
      * points occupy (1 or 2 when they share a text section, 26 per-lib). */
@@ -122,15 +110,13 @@ int main(int argc, char **argv)
             pages++;
         found++;
     }
-    printf("TL exp=%s kind=info arch=%s build=%s routines=%d routines_found=%d routine_pages=%d page=%ld "
-           "span_bytes=%" PRIuPTR "\n",
-           tl_exp, TL_ARCH, VARIANT, CHAIN_LEN, found, pages, page,
-           found ? addr[CHAIN_LEN - 1] - addr[CHAIN_LEN - found] : (uintptr_t)0);
+    tl_header("build=%s routines=%d routines_found=%d routine_pages=%d page=%ld span_bytes=%" PRIuPTR, VARIANT,
+              CHAIN_LEN, found, pages, page, found ? addr[CHAIN_LEN - 1] - addr[CHAIN_LEN - found] : (uintptr_t)0);
 
     struct ctx c = {.calls = calls};
     char params[96];
     snprintf(params, sizeof params, "calls=%lld chain=%d", calls, CHAIN_LEN);
-    tl_measure(VARIANT, params, warmup, reps, body, &c);
+    tl_measure(VARIANT, params, o.warmup, o.reps, body, &c);
 
     /* a(x) = z(x) + 25, z(x) = (x ^ (x >> 3)) * 5 */
     unsigned want = 0;

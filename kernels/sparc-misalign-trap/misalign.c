@@ -37,15 +37,11 @@
 #include <signal.h>
 #include <unistd.h>
 
-static struct tl_arg args[] = {
-    {"mode", "trap", "trap|bytewise (4-byte int loads, or a packed struct: byte loads)"},
-    {"align", "unaligned", "aligned|unaligned (array at the allocation or one byte past it)"},
-    {"fixup", "none", "none|sigbus (sigbus: a SIGBUS handler emulates misaligned loads, sparc64)"},
-    {"records", "100", "records {int a; int b;} in the array"},
-    {"outer", "10000", "outer repetitions of the summing loop (quick: 100, 10 with fixup=sigbus)"},
-    TL_COMMON_ARGS,
-    {0, 0, 0},
-};
+TL_ARGS({"mode", "trap", "[choice] trap|bytewise (4-byte int loads, or a packed struct: byte loads)"},
+        {"align", "unaligned", "[choice] aligned|unaligned (array at the allocation or one byte past it)"},
+        {"fixup", "none", "[choice] none|sigbus (sigbus: a SIGBUS handler emulates misaligned loads, sparc64)"},
+        {"records", "100", "[int 1..100000000] records {int a; int b;} in the array"},
+        {"outer", "10000", "[int 1..1000000000] outer repetitions of the summing loop (quick: 100, 10 with fixup=sigbus)"});
 
 struct rec {
     int a;
@@ -58,34 +54,25 @@ struct prec {
     int b;
 } __attribute__((packed));
 
-/* The measured loops. noinline and named for disasm.yaml: on sparc64
- * sum_trap must load with `ld`/`lduw` (4-byte) and sum_bytewise with `ldub`.
- * The barrier after every outer repetition forces the loads to be redone. */
-__attribute__((noinline)) static uint64_t sum_trap(const volatile struct rec *r, long n, long outer)
-{
-    uint64_t s = 0;
-    for (long o = 0; o < outer; o++) {
-        unsigned int t = 0;
-        for (long i = 0; i < n; i++)
-            t += (unsigned int)(r[i].a + r[i].b);
-        s += t;
-        tl_compiler_barrier();
+/* The measured loops, one per record type. noinline and named for
+ * disasm.yaml: on sparc64 sum_trap must load with `ld`/`lduw` (4-byte) and
+ * sum_bytewise with `ldub`. The barrier after every outer repetition forces
+ * the loads to be redone. */
+#define SUM_LOOP(name, rec_type)                                                              \
+    __attribute__((noinline)) static uint64_t name(const volatile rec_type *r, long n, long outer) \
+    {                                                                                         \
+        uint64_t s = 0;                                                                       \
+        for (long o = 0; o < outer; o++) {                                                    \
+            unsigned int t = 0;                                                               \
+            for (long i = 0; i < n; i++)                                                      \
+                t += (unsigned int)(r[i].a + r[i].b);                                         \
+            s += t;                                                                           \
+            tl_compiler_barrier();                                                            \
+        }                                                                                     \
+        return s;                                                                             \
     }
-    return s;
-}
-
-__attribute__((noinline)) static uint64_t sum_bytewise(const volatile struct prec *r, long n, long outer)
-{
-    uint64_t s = 0;
-    for (long o = 0; o < outer; o++) {
-        unsigned int t = 0;
-        for (long i = 0; i < n; i++)
-            t += (unsigned int)(r[i].a + r[i].b);
-        s += t;
-        tl_compiler_barrier();
-    }
-    return s;
-}
+SUM_LOOP(sum_trap, struct rec)
+SUM_LOOP(sum_bytewise, struct prec)
 
 /* ------------------------------------------------------------ SIGBUS */
 
@@ -252,24 +239,17 @@ static uint64_t body(void *vc)
 
 int main(int argc, char **argv)
 {
-    tl_exp = "sparc-misalign-trap";
-    tl_parse_args(argc, argv, args);
+    struct tl_opts o = tl_start("sparc-misalign-trap", argc, argv, args);
     const char *mode = tl_choice(args, "mode", "trap|bytewise");
     const char *align = tl_choice(args, "align", "aligned|unaligned");
     const char *fixup = tl_choice(args, "fixup", "none|sigbus");
-    int quick = tl_int(args, "quick");
-    int reps = tl_int(args, "reps"), warmup = tl_int(args, "warmup");
-    long n = tl_int(args, "records"), outer = tl_int(args, "outer");
-    if (quick && !tl_given(args, "outer"))
-        outer = !strcmp(fixup, "sigbus") ? 10 : 100; /* a signal per load is ~40 us in QEMU */
-    if (n <= 0 || outer <= 0 || reps < 0 || warmup < 0) {
-        fprintf(stderr, "%s: records and outer must be > 0\n", tl_exp);
-        return 2;
-    }
+    /* a signal per load is ~40 us in QEMU */
+    long n = tl_int(args, "records");
+    long outer = tl_quick_int(args, "outer", o.quick, !strcmp(fixup, "sigbus") ? 10 : 100);
+    if (n <= 0 || outer <= 0 || o.reps < 0 || o.warmup < 0)
+        tl_fail("records and outer must be > 0");
     int unaligned = !strcmp(align, "unaligned");
     int emulate = !strcmp(fixup, "sigbus") && HAVE_EMULATION;
-
-    tl_timer_check();
 
     /* room for one more record, so base + 1 stays inside the allocation */
     char *alloc = tl_aligned_alloc(16, (size_t)(n + 1) * sizeof(struct rec));
@@ -278,9 +258,8 @@ int main(int argc, char **argv)
         int ab[2] = {(int)i, (int)i + 5};
         memcpy(base + i * sizeof(struct rec), ab, sizeof ab);
     }
-    printf("TL exp=%s kind=info arch=%s mode=%s align=%s fixup=%s fixup_active=%d records=%ld outer=%ld "
-           "misalign=%u\n",
-           tl_exp, TL_ARCH, mode, align, fixup, emulate, n, outer, (unsigned)((uintptr_t)base & 7));
+    tl_header("mode=%s align=%s fixup=%s fixup_active=%d records=%ld outer=%ld misalign=%u", mode, align, fixup,
+              emulate, n, outer, (unsigned)((uintptr_t)base & 7));
 
     static char skip_buf[160];
     snprintf(skip_buf, sizeof skip_buf, "TL exp=%s kind=skip variant=%s reason=sigbus_no_kernel_fixup align=%s\n",
@@ -296,7 +275,7 @@ int main(int argc, char **argv)
     struct ctx c = {.base = base, .n = n, .outer = outer, .bytewise = !strcmp(mode, "bytewise")};
     char params[160];
     snprintf(params, sizeof params, "align=%s fixup=%s records=%ld outer=%ld", align, fixup, n, outer);
-    tl_measure_rusage(mode, params, warmup, reps, body, &c);
+    tl_measure_rusage(mode, params, o.warmup, o.reps, body, &c);
     if (!c.runs)
         body(&c);
 

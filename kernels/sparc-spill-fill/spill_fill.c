@@ -36,14 +36,10 @@
 #include "trapline.h"
 #include "spill_fill.h"
 
-static struct tl_arg args[] = {
-    {"depth", "10000", "recursion depth N = nested calls per descent (quick: 1000)"},
-    {"depths", "", "comma-separated depths to sweep (overrides depth), e.g. 10,100,1000,10000"},
-    {"repeats", "100", "descents per sample (quick: 10)"},
-    {"nwindows", "8", "register windows assumed for the derived trap counts (sparc64)"},
-    TL_COMMON_ARGS,
-    {0, 0, 0},
-};
+TL_ARGS({"depth", "10000", "[int 1..20000] recursion depth N = nested calls per descent (quick: 1000)"},
+        {"depths", "", "[list 1..20000] comma-separated depths to sweep (overrides depth), e.g. 10,100,1000,10000"},
+        {"repeats", "100", "[int 1..1000000000] descents per sample (quick: 10)"},
+        {"nwindows", "8", "[int 3..32] register windows assumed for the derived trap counts (sparc64)"});
 
 #define MAX_DEPTH 20000 /* 20000 x 176-byte sparc64 frames = 3.4 MiB of stack */
 #define MAX_DEPTHS 64
@@ -73,6 +69,7 @@ static uint64_t body(void *vc)
 
 int main(int argc, char **argv)
 {
+    /* The preamble stays written out (not tl_start): see trapline.h, the model lanes. */
     tl_exp = "sparc-spill-fill";
     tl_parse_args(argc, argv, args);
     int quick = tl_int(args, "quick");

@@ -28,14 +28,10 @@
  */
 #include "trapline.h"
 
-static struct tl_arg args[] = {
-    {"variant", "strong", "strong|weak (SPARC prefetch fcn 22 or 2)"},
-    {"fcn", "auto", "auto|0|1|2|3|20|21|22|23 (sparc64 function code; auto: 22 strong, 2 weak)"},
-    {"target", "null", "null|mapped (prefetch address 0, or a touched page of ours)"},
-    {"iters", "1000000", "prefetches per sample (quick: 100000)"},
-    TL_COMMON_ARGS,
-    {0, 0, 0},
-};
+TL_ARGS({"variant", "strong", "[choice] strong|weak (SPARC prefetch fcn 22 or 2)"},
+        {"fcn", "auto", "[choice] auto|0|1|2|3|20|21|22|23 (sparc64 function code; auto: 22 strong, 2 weak)"},
+        {"target", "null", "[choice] null|mapped (prefetch address 0, or a touched page of ours)"},
+        {"iters", "1000000", "[int 1..2147483647] prefetches per sample (quick: 100000)"});
 
 /* The measured loops, noinline and named for disasm.yaml; no_icf keeps the
  * identical-looking ones (armv6: pld in both) as separate symbols. */
@@ -109,6 +105,7 @@ static uint64_t body(void *vc)
 
 int main(int argc, char **argv)
 {
+    /* The preamble stays written out (not tl_start): see trapline.h, the model lanes. */
     tl_exp = "sparc-strong-prefetch";
     tl_parse_args(argc, argv, args);
     const char *variant = tl_choice(args, "variant", "strong|weak");

@@ -29,14 +29,10 @@
 #include <pthread.h>
 #include <unistd.h>
 
-static struct tl_arg args[] = {
-    {"allocator", "pool-lock", "pool-lock|glibc"},
-    {"threads", "1", "threads sharing the loop (1..256)"},
-    {"iterations", "10000000", "N: vector create/push/destroy iterations in all (quick: 200000)"},
-    {"lock", "adaptive", "pool-lock mutex kind: adaptive|plain"},
-    TL_COMMON_ARGS,
-    {0, 0, 0},
-};
+TL_ARGS({"allocator", "pool-lock", "[choice] pool-lock|glibc"},
+        {"threads", "1", "[int 1..256] threads sharing the loop (1..256)"},
+        {"iterations", "10000000", "[int 1..1000000000000] N: vector create/push/destroy iterations in all (quick: 200000)"},
+        {"lock", "adaptive", "[choice] pool-lock mutex kind: adaptive|plain"});
 
 /* ------------------------------------------------ pool-lock allocator */
 
@@ -70,7 +66,7 @@ static void pool_refill(size_t idx, size_t sz)
     size_t want = sz * POOL_REFILL;
     if ((size_t)(pool_chunk_end - pool_chunk) < want) {
         size_t bytes = want * 16; /* a chunk feeds several refills */
-        pool_chunk = malloc(bytes);
+        pool_chunk = malloc(bytes); /* not tl_malloc: inlined into the measured pool_alloc, kept as measured */
         if (!pool_chunk) {
             fprintf(stderr, "%s: out of memory\n", tl_exp);
             exit(1);
@@ -251,34 +247,24 @@ static uint64_t body(void *vc)
 
 int main(int argc, char **argv)
 {
-    tl_exp = "stl-alloc-scaling";
-    tl_parse_args(argc, argv, args);
+    struct tl_opts o = tl_start("stl-alloc-scaling", argc, argv, args);
     const char *allocator = tl_choice(args, "allocator", "pool-lock|glibc");
     const char *lock = tl_choice(args, "lock", "adaptive|plain");
-    int quick = tl_int(args, "quick");
-    int reps = tl_int(args, "reps"), warmup = tl_int(args, "warmup");
-    long long threads = tl_int(args, "threads"), iterations = tl_int(args, "iterations");
-    if (quick && !tl_given(args, "iterations"))
-        iterations = 200000;
-    if (threads < 1 || threads > 256 || iterations < threads) {
-        fprintf(stderr, "%s: need 1 <= threads <= 256 and iterations >= threads\n", tl_exp);
-        return 2;
-    }
+    long long threads = tl_int(args, "threads"), iterations = tl_quick_int(args, "iterations", o.quick, 200000);
+    if (threads < 1 || threads > 256 || iterations < threads)
+        tl_fail("need 1 <= threads <= 256 and iterations >= threads");
     use_pool = !strcmp(allocator, "pool-lock");
     if (use_pool)
         pool_init(!strcmp(lock, "adaptive"));
-    tl_timer_check();
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    printf("TL exp=%s kind=info arch=%s allocator=%s threads=%lld cpus_online=%ld iterations=%lld\n", tl_exp,
-           TL_ARCH, allocator, threads, cpus, iterations);
+    tl_header("allocator=%s threads=%lld cpus_online=%ld iterations=%lld", allocator, threads, cpus, iterations);
 
     if (threads > 1) {
-        uint64_t spin = quick ? 2000000 : 20000000;
+        uint64_t spin = o.quick ? 2000000 : 20000000;
         spin_ns(1, spin / 10); /* warm up */
         double one = spin_ns(1, spin), all = spin_ns((int)threads, spin);
-        printf("TL exp=%s kind=info parallel_capacity=%.2f threads=%lld spin_1thread_ns=%.0f "
-               "spin_allthreads_ns=%.0f\n",
-               tl_exp, threads * one / all, threads, one, all);
+        tl_info("parallel_capacity=%.2f threads=%lld spin_1thread_ns=%.0f spin_allthreads_ns=%.0f",
+                threads * one / all, threads, one, all);
     }
 
     struct ctx c = {.threads = (int)threads, .iterations = (uint64_t)iterations};
@@ -288,7 +274,7 @@ int main(int argc, char **argv)
         snprintf(params, sizeof params, "threads=%lld allocator=%s lock=%s", threads, allocator, lock);
     else
         snprintf(params, sizeof params, "threads=%lld allocator=%s", threads, allocator);
-    tl_measure(allocator, params, warmup, reps, body, &c);
+    tl_measure(allocator, params, o.warmup, o.reps, body, &c);
 
     /* Every iteration pushed its own index: the sum is 0 + 1 + ... + N-1
      * (each element truncated to int, as pushed). */

@@ -27,13 +27,9 @@
  */
 #include "trapline.h"
 
-static struct tl_arg args[] = {
-    {"variant", "inloop", "inloop|hoisted"},
-    {"len", "50", "string length in bytes"},
-    {"loops", "2000000", "passes over the string per sample (quick: 20000)"},
-    TL_COMMON_ARGS,
-    {0, 0, 0},
-};
+TL_ARGS({"variant", "inloop", "[choice] inloop|hoisted"},
+        {"len", "50", "[int 1..1048576] string length in bytes"},
+        {"loops", "2000000", "[int 1..1000000000000] passes over the string per sample (quick: 20000)"});
 
 #ifdef STRLEN_COUNT
 /* --wrap=strlen sends our object's strlen calls here; __real_strlen is the
@@ -93,26 +89,14 @@ static uint64_t body(void *vc)
 
 int main(int argc, char **argv)
 {
-    tl_exp = "strlen-loop";
-    tl_parse_args(argc, argv, args);
+    struct tl_opts o = tl_start("strlen-loop", argc, argv, args);
     const char *variant = tl_choice(args, "variant", "inloop|hoisted");
-    int quick = tl_int(args, "quick");
-    int reps = tl_int(args, "reps"), warmup = tl_int(args, "warmup");
     long len = tl_int(args, "len");
-    long long loops = tl_int(args, "loops");
-    if (quick && !tl_given(args, "loops"))
-        loops = 20000;
-    if (len < 1 || len > 1 << 20 || loops < 1) {
-        fprintf(stderr, "%s: need 1 <= len <= 1048576 and loops >= 1\n", tl_exp);
-        return 2;
-    }
-    tl_timer_check();
+    long long loops = tl_quick_int(args, "loops", o.quick, 20000);
+    if (len < 1 || len > 1 << 20 || loops < 1)
+        tl_fail("need 1 <= len <= 1048576 and loops >= 1");
 
-    char *s = malloc(len + 1), *dst = malloc(len + 1);
-    if (!s || !dst) {
-        fprintf(stderr, "%s: out of memory\n", tl_exp);
-        return 1;
-    }
+    char *s = tl_malloc(len + 1), *dst = tl_malloc(len + 1);
     for (long i = 0; i < len; i++)
         s[i] = 'a' + i % 26;
     s[len] = 0;
@@ -120,11 +104,11 @@ int main(int argc, char **argv)
     struct ctx c = {.dst = dst, .s = s, .loops = loops, .hoisted = !strcmp(variant, "hoisted")};
     char params[96];
     snprintf(params, sizeof params, "len=%ld loops=%lld", len, loops);
-    printf("TL exp=%s kind=info arch=%s variant=%s len=%ld loops=%lld expected_calls_per_pass=%ld\n", tl_exp,
-           TL_ARCH, variant, len, loops, c.hoisted ? 1L : len + 1);
+    tl_header("variant=%s len=%ld loops=%lld expected_calls_per_pass=%ld", variant, len, loops,
+              c.hoisted ? 1L : len + 1);
 
 #ifdef STRLEN_COUNT
-    (void)reps, (void)warmup; /* one untimed pass set: counting only */
+    /* one untimed pass set: counting only */
     strlen_calls = 0;
     body(&c);
     uint64_t calls = strlen_calls;
@@ -132,7 +116,7 @@ int main(int argc, char **argv)
     tl_count(variant, "iterations", c.iterations, params);
     tl_count(variant, "passes", loops, params);
 #else
-    tl_measure(variant, params, warmup, reps, body, &c);
+    tl_measure(variant, params, o.warmup, o.reps, body, &c);
 #endif
     /* dst[i] = s[i] + 1 for every i */
     int ok = c.iterations == (uint64_t)loops * len && dst[0] == 'b' && dst[len - 1] == s[len - 1] + 1;

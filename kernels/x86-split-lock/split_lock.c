@@ -23,17 +23,13 @@
  */
 #include "trapline.h"
 
-static struct tl_arg args[] = {
-    {"variant", "locked", "plain|locked|packed-struct|unpacked-struct"},
-    {"offsets", "0-63", "byte offsets to sweep, lo-hi (plain/locked)"},
-    {"bufsize", "1024", "bytes in the buffer (aligned to itself)"},
-    {"line", "64", "cache line size used to label straddle=1 samples"},
-    {"target_us", "20000", "time one sample should take (fixed-time loop)"},
-    {"elems", "64", "struct elements (packed/unpacked-struct)"},
-    {"iters", "0", "passes per sample; 0 = grow until a sample lasts target_us (the timing model uses a fixed count)"},
-    TL_COMMON_ARGS,
-    {0, 0, 0},
-};
+TL_ARGS({"variant", "locked", "[choice] plain|locked|packed-struct|unpacked-struct"},
+        {"offsets", "0-63", "[range 0..65535] byte offsets to sweep, lo-hi (plain/locked)"},
+        {"bufsize", "1024", "[int 16..16777216] bytes in the buffer (aligned to itself)"},
+        {"line", "64", "[int 1..4096] cache line size used to label straddle=1 samples"},
+        {"target_us", "20000", "[int 1..10000000] time one sample should take (fixed-time loop)"},
+        {"elems", "64", "[int 1..1000000] struct elements (packed/unpacked-struct)"},
+        {"iters", "0", "[int 0..1000000000000] passes per sample; 0 = grow until a sample lasts target_us (the timing model uses a fixed count)"});
 
 struct packed_rec {
     uint64_t v;
@@ -131,6 +127,7 @@ static void calibrate(struct ctx *c, uint64_t target_ns)
 
 int main(int argc, char **argv)
 {
+    /* The preamble stays written out (not tl_start): see trapline.h, the model lanes. */
     tl_exp = "x86-split-lock";
     tl_parse_args(argc, argv, args);
     const char *variant = tl_choice(args, "variant", "plain|locked|packed-struct|unpacked-struct");

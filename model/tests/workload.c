@@ -4,11 +4,18 @@
  * index array) plus a tight arithmetic loop, sized by reps=<n>.
  * Prints the checksum and the number of loop iterations it ran.
  * Build: sparc64-linux-gnu-gcc -O1 -static -mcpu=ultrasparc workload.c
+ * (model/bench.sh); model/bench-x86.sh builds the issue-11 x86_64/armv6
+ * size with -DN=262144 -DSPIN=200000 (2^18 elements, a 200,000-step loop).
  */
 #include <stdio.h>
 #include <stdlib.h>
 
+#ifndef N
 #define N 32768 /* 3 arrays of 32768 x 4-8 bytes: about 640 KiB */
+#endif
+#ifndef SPIN
+#define SPIN N /* steps of the arithmetic loop per rep */
+#endif
 
 static unsigned a[N];
 static unsigned long b[N];
@@ -49,7 +56,7 @@ int main(int argc, char **argv)
     }
     unsigned long s = 0;
     for (long k = 0; k < reps; k++)
-        s += pass() + spin(N);
-    printf("checksum=%lu iterations=%ld\n", s, reps * 2L * N);
+        s += pass() + spin(SPIN);
+    printf("checksum=%lu iterations=%ld\n", s, reps * ((long)N + SPIN));
     return 0;
 }

@@ -33,29 +33,26 @@ def cpu_model() -> str:
 class HostPlatform(Platform):
     name = "host"
     label = "host"
+    meaning = "measured in real time on this machine's CPU"
+    times = "real"
     arch = "x86_64"
 
     def describe(self) -> dict:
         u = os.uname()
+        build_dir = self.ctx.builds.get(self.arch)
         return {"cpu": cpu_model(), "cores": os.cpu_count(), "kernel": f"{u.sysname} {u.release}",
                 "machine": u.machine, "compiler": build.compiler_version(self.arch),
-                "kernel_build": HostPlatform._builds[self.arch].name if self.arch in HostPlatform._builds else None}
+                "kernel_build": build_dir.name if build_dir else None}
 
-    # One build per process: every experiment of a run uses the same binaries
-    # even if the sources change while it runs (the manifest names that build).
-    _builds: dict[str, Path] = {}
+    def validate(self, exp) -> None:
+        check_kernel_sets(self.ctx, exp, self.name, self.ctx.sets)
 
-    def _bindir(self, exp, log) -> Path:
-        if self.arch not in HostPlatform._builds:
-            HostPlatform._builds[self.arch] = build.build(self.arch, log=log)
-        return HostPlatform._builds[self.arch] / exp.kernel
-
-    def validate_sets(self, exp, sets: dict[str, str]) -> None:
-        check_kernel_sets(exp, self.name, sets)
-
-    def run(self, exp, quick: bool, sets: dict[str, str], log) -> PlatformRun:
+    def run(self, exp) -> PlatformRun:
+        ctx, log = self.ctx, self.ctx.log
         spec = exp.platform(self.name)
-        bindir = self._bindir(exp, log)
+        # one build per run context: every experiment of a run uses the same
+        # binaries even if the sources change while it runs (the manifest names it)
+        bindir = ctx.kernels(self.arch) / exp.kernel
         t0 = time.monotonic()
         output = kernelio.KernelOutput()
         raw, commands = [], []
@@ -63,11 +60,11 @@ class HostPlatform(Platform):
         runs = spec.get("runs", [])
         for i, r in enumerate(runs):
             binary = bindir / r["binary"]
-            cmd = [str(binary)] + kernel_args(exp, r, quick, sets)
+            cmd = [str(binary)] + kernel_args(ctx, exp, r, ctx.sets)
             shown = " ".join([f"{exp.kernel}/{r['binary']}"] + cmd[1:])
             commands.append([f"{exp.kernel}/{r['binary']}"] + cmd[1:])
             log(f"{exp.id} [{i + 1}/{len(runs)}] {shown}")
-            timeout = r.get("timeout_s", QUICK_TIMEOUT_S if quick else DEFAULT_TIMEOUT_S)
+            timeout = ctx.timeout_for(r.get("timeout_s", QUICK_TIMEOUT_S if ctx.quick else DEFAULT_TIMEOUT_S))
             status, out, err = run_command(cmd, timeout, cwd=binary.parent, log=log)
             raw.append(f"$ {shown}\n{out}{err}")
             if status is None:

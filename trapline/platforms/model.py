@@ -15,8 +15,8 @@ its commands run in the guest image of the qemu lane, booted under qemu-system
 with the plugin (modelling only inside regions) and, for the one-vCPU guests,
 -icount (nearly deterministic: docs/model.md), so the model also charges what
 the guest kernel does inside a region, and a data access's cache lines and NUMA
-node come from its guest-physical address (images.NUMA_LAYOUT says which node
-holds it).
+node come from its guest-physical address (the arch's NUMA layout says which node
+holds it: trapline/arch.py).
 
 --set key=value: a key the machine description has (dotted, e.g.
 caches.l1d.line=32B, or a top-level field such as cpi) overrides the machine;
@@ -33,48 +33,19 @@ import tempfile
 import time
 from pathlib import Path
 
-from trapline import build, images, kernelio, machine as machines
-from trapline.errors import RunFailed, UsageError
+from trapline import arch as arch_table, build, guest, images, kernelio, machine as machines
+from trapline.errors import UsageError
 from trapline.platforms.base import Platform, PlatformRun, check_kernel_sets, kernel_args
+from trapline.plugin import args as plugin_args, region_counts
 from trapline.proc import run_command, tail
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-QEMU_USER = {"x86_64": "qemu-x86_64", "sparc64": "qemu-sparc64", "armv6": "qemu-arm"}
-SYSROOT = {"x86_64": None, "sparc64": "/usr/sparc64-linux-gnu", "armv6": "/usr/arm-linux-gnueabi"}
 TIMEOUT_S = 900
+# a user-mode kernel's whole environment: fixed, since QEMU puts it on the kernel's
+# stack and its size moves stack addresses, and so a few modelled cache misses
+KERNEL_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C"}
 GUEST_TIMEOUT_S = {True: 600, False: 2400}  # quick, full
-# Guest time from the instruction count: one instruction = 1 ns of virtual time, the vCPUs
-# run in turn in one thread, an idle guest skips ahead at once. Not for the
-# two-vCPU x86_64 guest: under QEMU 7.2 with -icount, Linux 6.1 hangs at
-# "x86: Booting SMP configuration" (tried: sleep on and off, shift 0, 3 and auto,
-# -cpu max, Haswell and qemu64, tsc=reliable, lpj=, with and without -numa); that guest runs
-# multi-threaded TCG, so interrupts landing in a region make its counts vary
-# slightly from run to run (docs/model.md, "Guest lane"). The RTC starts at a fixed
-# date, not the host's (the sun4u guest reads it at boot).
-ICOUNT = ["-icount", "shift=0,sleep=off,align=off", "-rtc", "base=2000-01-01T00:00:00,clock=vm"]
-ICOUNT_BY_ARCH = {"sparc64": ICOUNT, "armv6": ICOUNT, "x86_64": []}
-MACHINE_TOP_KEYS = {"name", "description", "arch", "claims", "clock", "cpi", "caches", "memory", "numa", "tlb",
-                    "unaligned", "atomics", "prefetch", "traps", "windows"}
-
-
-def plugin_path(log=None) -> Path:
-    """Build (or find in the cache) the plugin; model/build.sh prints its path."""
-    env = dict(os.environ, TRAPLINE_CACHE=str(build.cache_root()))
-    status, out, err = run_command(["sh", str(ROOT / "model" / "build.sh")], 1800, env=env)
-    if status != 0 or not out.strip():
-        raise RunFailed(f"building the timing-model plugin failed (status {status}):\n{tail(err, 20)}")
-    return Path(out.strip().splitlines()[-1])
-
-
-def split_sets(sets: dict[str, str]) -> tuple[list[str], dict[str, str]]:
-    """(machine overrides as 'path=value', kernel arguments)."""
-    mset, kset = [], {}
-    for k, v in sets.items():
-        if "." in k or "[" in k or k in MACHINE_TOP_KEYS:
-            mset.append(f"{k}={v}")
-        else:
-            kset[k] = v
-    return mset, kset
+# (the guest lane's -icount arguments per architecture: trapline/arch.py)
 
 
 def simulate(arch: str, plugin: Path, machine: machines.Machine, argv: list[str], timeout: float = TIMEOUT_S,
@@ -82,11 +53,12 @@ def simulate(arch: str, plugin: Path, machine: machines.Machine, argv: list[str]
     """Run argv under qemu-<arch> with the model; returns (stats, stdout, stderr, status)."""
     with tempfile.TemporaryDirectory(prefix="trapline-model-") as tmp:
         out = Path(tmp) / "stats.json"
-        opts = ",".join([str(plugin), f"arch={arch}", f"out={out}"] + machines.plugin_args(machine))
-        cmd = [QEMU_USER[arch], "-plugin", opts]
-        if SYSROOT[arch]:
-            cmd += ["-L", SYSROOT[arch]]
-        status, so, se = run_command(cmd + argv, timeout, cwd=cwd)
+        opts = ",".join([str(plugin), f"arch={arch}", f"out={out}"] + plugin_args(machine))
+        a = arch_table.get(arch)
+        cmd = [a.qemu_user, "-plugin", opts]
+        if a.sysroot:
+            cmd += ["-L", a.sysroot]
+        status, so, se = run_command(cmd + argv, timeout, cwd=cwd, env=KERNEL_ENV)
         stats = json.loads(out.read_text()) if out.exists() and out.stat().st_size else {}
     return stats, so, se, status
 
@@ -94,63 +66,52 @@ def simulate(arch: str, plugin: Path, machine: machines.Machine, argv: list[str]
 class ModelPlatform(Platform):
     name = "model"
     label = "timing model"
-    _plugin: Path | None = None
-    _builds: dict[str, Path] = {}
-    _machines: dict[str, dict] = {}
-    _guests: dict[str, images.Image] = {}
-
-    def __init__(self, machine_name: str | None = None):
-        self.machine_name = machine_name
+    meaning = "cycles charged by trapline's model for a machine description"
+    times = "predicted"
+    takes_machine = True
 
     def describe(self) -> dict:
-        from trapline.platforms.qemu import guest_image_facts
-        return {"plugin": str(self._plugin) if self._plugin else None,
-                "qemu": {a: _version(QEMU_USER[a]) for a in sorted(self._builds)},
+        ctx = self.ctx
+        return {"plugin": str(ctx.plugin_path) if ctx.plugin_path else None,
+                "qemu": {a: _version(arch_table.get(a).qemu_user) for a in sorted(ctx.used.get(self.name, ()))},
                 # the guest lane: qemu-system and the guest image it booted
-                "guests": {a: guest_image_facts(a, img) for a, img in sorted(self._guests.items())},
-                "machines": self._machines}
+                "guests": {a: guest.guest_image_facts(a, ctx.images.get(a))
+                           for a in sorted(ctx.used.get("model-guest", ()))},
+                "machines": {m.name + ("+" + ",".join(m.sets) if m.sets else ""): m.to_dict()
+                             for k, m in sorted(ctx.machines.items()) if k in ctx.used.get("model-machines", ())}}
 
-    def _machine(self, exp, sets: dict[str, str]) -> machines.Machine:
-        spec = exp.platform(self.name)
-        name = self.machine_name or spec.get("machine")
-        if not name:
-            raise UsageError(f"{exp.id} on model needs --machine; valid choices: {', '.join(machines.names())}")
-        mset, _ = split_sets(sets)
-        return machines.load(name, sets=mset)
+    def _machine(self, exp) -> machines.Machine:
+        return self.ctx.machine_for(exp.platform(self.name).get("machine"), exp.id)
 
-    def validate_sets(self, exp, sets: dict[str, str]) -> None:
-        m = self._machine(exp, sets)  # raises for a bad machine field, naming it
+    def validate(self, exp) -> None:
+        m = self._machine(exp)  # raises for a bad machine field, naming it
         spec = exp.platform(self.name)
         if m.arch != spec["arch"]:
             raise UsageError(f"machine '{m.name}' is {m.arch}, but {exp.id} runs its model lane on {spec['arch']}")
-        _, kset = split_sets(sets)
-        check_kernel_sets(exp, self.name, kset,
-                          also=f"; or a machine field: {', '.join(sorted(MACHINE_TOP_KEYS))} "
+        check_kernel_sets(self.ctx, exp, self.name, self.ctx.kernel_sets,
+                          also=f"; or a machine field: {', '.join(sorted(machines.top_fields()))} "
                                f"(dotted, e.g. caches.l1d.line=32B)")
 
-    def run(self, exp, quick: bool, sets: dict[str, str], log) -> PlatformRun:
-        spec = exp.platform(self.name)
-        arch = spec["arch"]
-        t0 = time.monotonic()
-        m = self._machine(exp, sets)
-        _, kset = split_sets(sets)
-        if ModelPlatform._plugin is None:
-            ModelPlatform._plugin = plugin_path(log)
-        self._machines[m.name + ("+" + ",".join(m.sets) if m.sets else "")] = m.to_dict()
+    def run(self, exp) -> PlatformRun:
+        ctx, log = self.ctx, self.ctx.log
+        spec, arch, t0 = self._lane(exp)
+        m = self._machine(exp)
+        kset = ctx.kernel_sets
+        plugin = ctx.plugin()
+        ctx.use("model-machines", self.ctx.machine_name or spec.get("machine"))
         if spec.get("guest"):
-            return self._run_guest(exp, m, quick, kset, log, t0)
-        if arch not in self._builds:
-            self._builds[arch] = build.build(arch, log=log)
-        bindir = self._builds[arch] / exp.kernel
+            return self._run_guest(exp, m, kset, t0)
+        ctx.use(self.name, arch)
+        bindir = ctx.kernels(arch) / exp.kernel
         clock = m.clock_hz
         output = kernelio.KernelOutput()
         raw, shown, regions_total = [], [], 0
         log(f"{exp.id}: timing model, machine {m.name}{' with ' + ' '.join(m.sets) if m.sets else ''}")
         for i, r in enumerate(spec.get("runs", [])):
-            argv = [str(bindir / r["binary"])] + kernel_args(exp, r, quick, kset)
+            argv = [str(bindir / r["binary"])] + kernel_args(ctx, exp, r, kset)
             shown.append([f"{exp.kernel}/{r['binary']}"] + argv[1:])
             log(f"{exp.id} [{i + 1}/{len(spec['runs'])}] {' '.join(shown[-1])}")
-            stats, so, se, status = simulate(arch, self._plugin, m, argv, r.get("timeout_s", TIMEOUT_S),
+            stats, so, se, status = simulate(arch, plugin, m, argv, ctx.timeout_for(r.get("timeout_s", TIMEOUT_S)),
                                              cwd=bindir)
             raw.append(f"$ {' '.join(shown[-1])}\n{so}{se}\n--- model stats ---\n{json.dumps(stats, indent=1)}")
             err = None
@@ -172,42 +133,42 @@ class ModelPlatform(Platform):
         run.facts = machine_facts(exp, m, regions_total)
         return run
 
-    def _run_guest(self, exp, m: machines.Machine, quick: bool, kset: dict[str, str], log, t0: float) -> PlatformRun:
+    def _run_guest(self, exp, m: machines.Machine, kset: dict[str, str], t0: float) -> PlatformRun:
         """The experiment's commands in the guest image, under qemu-system with the plugin."""
-        from trapline.platforms.qemu import QemuPlatform, boot_once_more_if_silent, command_outputs, guest_commands, \
-            guest_hashes
+        ctx, log = self.ctx, self.ctx.log
         spec = exp.platform(self.name)
         arch = spec["arch"]
         if os.environ.get("TRAPLINE_MEM"):
             raise UsageError("the model's guest lane maps guest-physical memory to NUMA nodes with the default "
                              "guest memory; unset TRAPLINE_MEM")
-        layout = images.NUMA_LAYOUT[arch]
+        a = arch_table.get(arch)
+        layout = {"node_bytes": a.numa.node_bytes, "cpu_nodes": list(a.numa.cpu_nodes)}
         lat = m.numa_cycles()
         if lat and len(lat) != len(layout["node_bytes"]):
             raise UsageError(f"machine '{m.name}' has {len(lat)} NUMA nodes but the {arch} guest has "
                              f"{len(layout['node_bytes'])}; use a machine with {len(layout['node_bytes'])} "
                              f"(or --set the numa group)")
-        image = QemuPlatform().image(arch, log)
-        self._guests[arch] = image
-        bindir = QemuPlatform._bindirs[arch]
-        commands, shown = guest_commands(exp, spec, quick, kset)
-        timeout = spec.get("boot_timeout_s", GUEST_TIMEOUT_S[quick])
+        image = ctx.image(arch)
+        ctx.use("model-guest", arch)
+        bindir = ctx.kernels(arch)
+        commands, shown = guest.guest_commands(ctx, exp, spec, kset)
+        timeout = ctx.timeout_for(spec.get("boot_timeout_s", GUEST_TIMEOUT_S[ctx.quick]))
         output = kernelio.KernelOutput()
         with tempfile.TemporaryDirectory(prefix="trapline-model-guest-") as tmp:
             out = Path(tmp) / "stats.json"
-            opts = [str(self._plugin), f"arch={arch}", f"out={out}"] + guest_plugin_args(m, image)
+            opts = [str(ctx.plugin()), f"arch={arch}", f"out={out}"] + guest_plugin_args(m, image)
             if lat:
                 opts += [f"numa_mem={':'.join(str(b) for b in layout['node_bytes'])}",
                          f"numa_cpus={':'.join(str(c) for c in layout['cpu_nodes'])}"]
             log(f"{exp.id}: booting the {arch} guest under the timing model ({m.name}) with "
                 f"{len(commands)} command(s)")
-            b, retried = boot_once_more_if_silent(exp.id, image, commands, timeout, log,
-                                                  qemu_extra=["-plugin", ",".join(opts)] + ICOUNT_BY_ARCH[arch])
+            b, retried = guest.boot_once_more_if_silent(exp.id, image, commands, timeout, log,
+                                                        qemu_extra=["-plugin", ",".join(opts)] + list(a.icount))
             stats = json.loads(out.read_text()) if out.exists() and out.stat().st_size else {}
         raw = f"$ {b.qemu_cmdline}\n{b.console}\n--- boot.sh ---\n{b.stderr}\n--- model stats ---\n" \
               f"{json.dumps(stats, indent=1)}"
-        hashes = guest_hashes(image, bindir, exp.kernel)
-        outs, err = command_outputs(b, commands, shown, timeout, under=" under the model")
+        hashes = guest.guest_hashes(image, bindir, exp.kernel)
+        outs, err = guest.command_outputs(b, commands, shown, timeout, under=" under the model")
         if err is None and not stats:
             err = f"QEMU ended without the model's statistics (the plugin writes them at exit); " \
                   f"console tail:\n{tail(b.console)}\n{tail(b.stderr, 5)}"
@@ -224,13 +185,8 @@ class ModelPlatform(Platform):
         if err is None and regions:
             err = f"the model reported {len(regions)} more regions than the guest printed samples"
         run = PlatformRun(output, raw, shown, error=err, binaries=hashes, seconds=time.monotonic() - t0)
-        run.facts = machine_facts(exp, m, len(stats.get("regions", [])))
-        # in system mode a trap runs the guest kernel's own handler under the
-        # model: no lump trap cost (the plugin charges traps.cost only in user
-        # mode) and, on sparc64, no window-trap cost (guest_plugin_args)
-        unused = {"traps.cost", "windows.spill_fill_cost"}
-        run.facts["calibrated_on_this_claim"] = [k for k in run.facts["calibrated_on_this_claim"] if k not in unused]
-        icount = ICOUNT_BY_ARCH[arch]
+        run.facts = machine_facts(exp, m, len(stats.get("regions", [])), guest=True)
+        icount = a.icount
         # a guest is not bit-for-bit deterministic even under -icount (docs/model.md:
         # the sun4u guest's regions differ by a few window traps in some runs)
         run.facts.update(guest=True, boot=b.facts, boot_retried=retried, icount=icount[1] if icount else None,
@@ -249,7 +205,7 @@ def guest_plugin_args(m: machines.Machine, image: images.Image) -> list[str]:
     by kind) and its own register-window model is off (nwindows=0): the guest
     kernel's spill and fill handlers run under the model instead, so counting
     the plugin's windows too would charge every spill twice."""
-    args = machines.plugin_args(m) + ["fast_forward=2"]
+    args = plugin_args(m) + ["fast_forward=2"]
     if image.arch != "sparc64":
         return args
     args = [a for a in args if a.split("=", 1)[0] not in ("nwindows", "window_trap")]
@@ -278,38 +234,37 @@ def pair_regions(out: kernelio.KernelOutput, regions: list[dict], clock: float, 
     return None
 
 
-def machine_facts(exp, m: machines.Machine, regions: int) -> dict:
+# In system mode a trap runs the guest kernel's own handler under the model: no
+# lump trap cost (the plugin charges traps.cost only in user mode) and, on
+# sparc64, no window-trap cost (guest_plugin_args): a guest lane does not use them.
+UNUSED_IN_GUEST = frozenset({"traps.cost", "windows.spill_fill_cost"})
+
+
+def calibrated_on(exp, m: machines.Machine, guest: bool) -> list[str]:
+    """The machine parameters fitted to this experiment's own claim that its model lane uses."""
+    cat = exp.data["catalogue"]
+    return sorted(k for k, v in m.sources().items()
+                  if str(v).startswith(f"calibrated: {cat}:") and not (guest and k in UNUSED_IN_GUEST))
+
+
+def rests_on(calibrated: list[str], from_claim: list[str]) -> str:
+    """What a modelled figure rests on: 'fitted' (a parameter was fitted to this claim),
+    'input' (the claim's own figures are machine parameters) or 'prediction'."""
+    return "fitted" if calibrated else "input" if from_claim else "prediction"
+
+
+def machine_facts(exp, m: machines.Machine, regions: int, guest: bool = False) -> dict:
     cat = exp.data["catalogue"]
     srcs = m.sources()
-    calibrated = sorted(k for k, v in srcs.items() if str(v).startswith(f"calibrated: {cat}:"))
+    calibrated = calibrated_on(exp, m, guest)
     # numbers the machine file takes from the claim itself (its own figures, not fitted)
     from_claim = sorted(k for k, v in srcs.items()
                         if not str(v).startswith("calibrated") and re.search(rf"claims\.md {cat}\b", str(v)))
     # numbers no source was found for (docs/machines.md lists them with the reasoning)
     assumed = sorted(k for k, v in srcs.items() if str(v).startswith("assumed:"))
     return {"machine": m.name, "machine_sets": list(m.sets), "machine_file_sha256": m.to_dict().get("file_sha256"),
-            "clock_hz": m.clock_hz, "regions": regions, "calibrated_on_this_claim": calibrated,
-            "from_this_claim": from_claim, "assumed": assumed}
-
-
-def region_counts(g: dict, ops: int) -> dict[str, int]:
-    """The plugin's counts for one region, flattened to model_* counters."""
-    t = g.get("traps", {})
-    return {"model_ops": ops, "model_instructions": g.get("instructions", 0), "model_cycles": g.get("cycles", 0),
-            "model_l1d_misses": g.get("l1d", {}).get("misses", 0),
-            "model_l2_misses": (g.get("l2") or {}).get("misses", 0),
-            "model_dtlb_misses": g.get("dtlb", {}).get("misses", 0),
-            "model_itlb_misses": g.get("itlb", {}).get("misses", 0),
-            "model_straddling": g.get("straddling_accesses", 0),
-            "model_locked_split": g.get("locked", {}).get("split", 0),
-            "model_traps_unaligned": t.get("unaligned", 0), "model_window_spills": t.get("window_spill", 0),
-            "model_window_fills": t.get("window_fill", 0), "model_prefetch_traps": t.get("prefetch", 0),
-            "model_l3_misses": (g.get("l3") or {}).get("misses", 0),
-            **{f"model_trap_entries_{k}": n for k, n in (g.get("trap_table_entries") or {}).items()},
-            **({"model_data_aborts": g["exceptions"]["data_abort"]} if "exceptions" in g else {}),
-            "model_memory_reads": sum(g.get("memory_reads_by_node", [])),
-            "model_memory_writes": sum(g.get("memory_writes_by_node", [])),
-            **{f"model_memory_reads_node{k}": n for k, n in enumerate(g.get("memory_reads_by_node", []))}}
+            "clock_hz": m.clock_hz, "regions": regions, "deterministic": True, "calibrated_on_this_claim": calibrated,
+            "from_this_claim": from_claim, "assumed": assumed, "rests_on": rests_on(calibrated, from_claim)}
 
 
 def _version(binary: str) -> str:

@@ -1,0 +1,327 @@
+/*
+ * caches.c - the memory hierarchy of one vCPU: L1I, L1D, a unified L2 and an
+ * optional L3 (set-associative LRU arrays, model.h), the ITLB, DTLB and an
+ * optional second-level TLB, and NUMA memory (the latency matrix by node).
+ * The data path (data_access: TLBs, unaligned and line-straddling accesses,
+ * locked read-modify-writes, L1D and below) and the fetch path
+ * (l1i_fetch_line) only count; cycles are computed from the counts at exit
+ * (stats.c).
+ */
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#include "model.h"
+
+#define HUGE_PAGE (2u << 20)
+
+void array_init(Array *a, uint64_t entries, uint64_t ways, unsigned shift)
+{
+    a->ways = (unsigned)ways;
+    a->set_mask = entries / ways - 1;
+    a->shift = shift;
+    size_t bytes = entries * sizeof(uint64_t);
+    if (bytes >= HUGE_PAGE) {
+        /* a large tag array (an L3) on 2 MiB pages: its random sets then
+         * cost the host no TLB walk */
+        bytes = (bytes + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1);
+        a->e = aligned_alloc(HUGE_PAGE, bytes);
+        if (a->e)
+            madvise(a->e, bytes, MADV_HUGEPAGE);
+    } else {
+        a->e = malloc(bytes);
+    }
+    if (!a->e) {
+        fprintf(stderr, "trapline-model: out of memory\n");
+        abort();
+    }
+    for (uint64_t i = 0; i < entries; i++)
+        a->e[i] = INVALID_TAG;
+}
+
+/* The NUMA node holding addr (a guest-physical address in system mode). */
+static inline unsigned node_of(const VCpu *v, uint64_t addr)
+{
+    if (cfg.numa_nodes == 1)
+        return 0;
+    if (addr & itag) /* an instruction fetch in system mode: taken as local */
+        return v->node;
+    if (cfg.numa_interleave)
+        return (unsigned)((addr / cfg.numa_interleave) % cfg.numa_nodes);
+    if (!system_mode || !cfg.numa_mem_n) /* user mode: the vCPU's own memory */
+        return v->node;
+    uint64_t end = 0;
+    for (unsigned k = 0; k < cfg.numa_nodes; k++) {
+        end += cfg.numa_mem[k];
+        if (addr < end)
+            return k;
+    }
+    return v->node; /* above the memory described (not RAM) */
+}
+
+/* A read that reached memory: charged numa_lat[vCPU node][memory node]. */
+static inline void mem_read(VCpu *v, uint64_t addr, bool ifetch)
+{
+    unsigned k = node_of(v, addr);
+    v->c.mem_reads[k]++;
+    if (ifetch)
+        v->c.mem_cycles_i += numa_lat_m[v->node][k];
+    else
+        v->c.mem_cycles_d += numa_lat_m[v->node][k];
+}
+
+/* A write that reached memory (a dirty victim of the last level, or a
+ * write-through store without an L2): counted by node, never waited for. */
+static inline void mem_write(VCpu *v, uint64_t addr)
+{
+    v->c.mem_writes[node_of(v, addr)]++;
+}
+
+/* A write into the last level (hit: dirty, recency unchanged; miss:
+ * allocate, dirty); returns the dirty victim (or INVALID_TAG). */
+static inline uint64_t lower_write(Array *a, uint64_t k, uint64_t *hits, uint64_t *misses)
+{
+    uint64_t *p = array_find(a, k);
+    if (p) {
+        *p |= 1;
+        (*hits)++;
+        return INVALID_TAG;
+    }
+    uint64_t victim = INVALID_TAG;
+    array_read(a, k, &victim);
+    array_mru(a, k)[0] |= 1;
+    (*misses)++;
+    return victim != INVALID_TAG && (victim & 1) ? victim : INVALID_TAG;
+}
+
+static inline void l3_write(VCpu *v, uint64_t addr)
+{
+    uint64_t victim = lower_write(&v->l3, addr >> l3_shift, &v->c.l3_write_hits, &v->c.l3_write_misses);
+    if (victim != INVALID_TAG) {
+        v->c.l3_writebacks++;
+        mem_write(v, (victim >> 1) << l3_shift);
+    }
+}
+
+/* An L3 read (an L2 miss, or the fill of an L2 write-allocate): 1 on a hit. */
+static inline int l3_read(VCpu *v, uint64_t addr)
+{
+    uint64_t victim = INVALID_TAG;
+    if (array_read(&v->l3, addr >> l3_shift, &victim)) {
+        v->c.l3_read_hits++;
+        return 1;
+    }
+    v->c.l3_read_misses++;
+    if (victim != INVALID_TAG && (victim & 1)) {
+        v->c.l3_writebacks++;
+        mem_write(v, (victim >> 1) << l3_shift);
+    }
+    return 0;
+}
+
+/* An L2 victim: a dirty one is written to the L3, or to memory. */
+static inline void l2_evicted(VCpu *v, uint64_t victim)
+{
+    if (victim == INVALID_TAG || !(victim & 1))
+        return;
+    v->c.l2_writebacks++;
+    if (have_l3)
+        l3_write(v, (victim >> 1) << l2_shift);
+    else
+        mem_write(v, (victim >> 1) << l2_shift);
+}
+
+/* A write into the L2 (an L1 write-back, or a write-through store): a miss
+ * allocates the line, filled from the L3 (not charged: no load waits for
+ * it), and then writes the L2's dirty victim to the L3. */
+static inline void l2_write(VCpu *v, uint64_t addr)
+{
+    uint64_t k = addr >> l2_shift;
+    uint64_t *p = array_find(&v->l2, k);
+    if (p) {
+        *p |= 1;
+        v->c.l2_write_hits++;
+        return;
+    }
+    uint64_t victim = INVALID_TAG;
+    array_read(&v->l2, k, &victim);
+    array_mru(&v->l2, k)[0] |= 1;
+    v->c.l2_write_misses++;
+    if (have_l3)
+        l3_read(v, addr);
+    l2_evicted(v, victim);
+}
+
+/* A read below the L1s (an L1 miss of the line at addr): returns the level
+ * that served it, 2 (L2), 3 (L3) or 0 (memory). A dirty victim is written
+ * to the level below after the fill (pycachesim's order). */
+static inline int lower_read(VCpu *v, uint64_t addr, bool ifetch)
+{
+    uint64_t victim = INVALID_TAG;
+    if (!have_l2) {
+        mem_read(v, addr, ifetch);
+        return 0;
+    }
+    if (array_read(&v->l2, addr >> l2_shift, &victim)) {
+        v->c.l2_read_hits++;
+        return 2;
+    }
+    v->c.l2_read_misses++;
+    int lvl = 0;
+    if (have_l3 && l3_read(v, addr))
+        lvl = 3;
+    else
+        mem_read(v, addr, ifetch);
+    l2_evicted(v, victim);
+    return lvl;
+}
+
+void tlb_access(VCpu *v, Array *t, uint64_t vpn, uint64_t *miss)
+{
+    uint64_t victim;
+    if (LIKELY(array_read(t, vpn, &victim)))
+        return;
+    (*miss)++;
+    if (have_stlb) {
+        if (array_read(&v->stlb, vpn, &victim))
+            v->c.stlb_hits++;
+        else
+            v->c.stlb_misses++;
+    }
+}
+
+/* An L1D read of one line (a load, or the fill of a write-back store).
+ * Returns 1 on a hit. */
+static inline int l1d_read(VCpu *v, uint64_t line)
+{
+    uint64_t victim = INVALID_TAG;
+    if (LIKELY(array_read(&v->l1d, line, &victim)))
+        return 1;
+    int lvl = lower_read(v, line << l1d_shift, false);
+    if (lvl == 2)
+        v->c.l1d_rmiss_l2hit++;
+    else if (lvl == 3)
+        v->c.l1d_rmiss_l3hit++;
+    if (victim != INVALID_TAG && (victim & 1)) {
+        v->c.l1d_writebacks++;
+        if (have_l2)
+            l2_write(v, (victim >> 1) << l1d_shift);
+        else
+            mem_write(v, (victim >> 1) << l1d_shift);
+    }
+    return 0;
+}
+
+void l1i_fetch_line(VCpu *v, uint64_t line)
+{
+    uint64_t victim = INVALID_TAG;
+    v->last_iline = line;
+    if (LIKELY(array_read(&v->l1i, line, &victim))) {
+        v->c.l1i_hits++;
+        return;
+    }
+    v->c.l1i_misses++;
+    int lvl = lower_read(v, (line << l1i_shift) | itag, true);
+    if (lvl == 2)
+        v->c.l1i_miss_l2hit++;
+    else if (lvl == 3)
+        v->c.l1i_miss_l3hit++;
+}
+
+/* Any data access (data_access in model.h takes the common case first). */
+void data_access_full(VCpu *v, uint64_t vaddr, uint64_t paddr, unsigned size, bool store, bool locked,
+                      bool load_part)
+{
+    uint64_t last = vaddr + size - 1;
+
+    /* the last level's tag array is larger than the host's caches: its set is
+     * fetched while the TLBs and the L1D are looked up (-20% time on an
+     * L2-missing x86_64 workload, docs/performance.md) */
+    if (have_l3)
+        __builtin_prefetch(array_mru(&v->l3, paddr >> l3_shift));
+    else if (have_l2)
+        __builtin_prefetch(array_mru(&v->l2, paddr >> l2_shift));
+    if (have_dtlb) {
+        uint64_t p0 = vaddr >> page_shift, p1 = last >> page_shift;
+        v->c.dtlb_accesses++;
+        if (UNLIKELY(!array_is_mru(&v->dtlb, p0)))
+            tlb_access(v, &v->dtlb, p0, &v->c.dtlb_misses);
+        if (UNLIKELY(p1 != p0)) {
+            v->c.dtlb_accesses++;
+            tlb_access(v, &v->dtlb, p1, &v->c.dtlb_misses);
+        }
+    }
+    if (UNLIKELY(size > 1 && (vaddr & (size - 1)))) {
+        int w = size > 8 ? 8 : (int)size;
+        if (unaligned_pol[w] == POL_TRAP)
+            v->c.unaligned_trap++;
+        else
+            v->c.unaligned_hw++;
+    }
+    uint64_t l0 = paddr >> l1d_shift, l1 = (paddr + size - 1) >> l1d_shift;
+    bool straddle = (vaddr >> l1d_shift) != (last >> l1d_shift);
+    if (UNLIKELY(straddle))
+        v->c.straddles++;
+    if (UNLIKELY(locked) && load_part) {
+        if (straddle)
+            v->c.locked_split++;
+        else
+            v->c.locked_inline++;
+    }
+    if (!store) {
+        v->c.loads++;
+        if (LIKELY(!straddle)) { /* one line: its set's most recent one is a hit that changes nothing */
+            if (LIKELY(array_is_mru(&v->l1d, l0)) || l1d_read(v, l0))
+                v->c.l1d_load_hits++;
+            else
+                v->c.l1d_load_misses++;
+            return;
+        }
+        for (uint64_t l = l0; l <= l1; l++) {
+            if (l1d_read(v, l))
+                v->c.l1d_load_hits++;
+            else
+                v->c.l1d_load_misses++;
+        }
+        return;
+    }
+    v->c.stores++;
+    if (!cfg.l1d_write) {
+        /* write-back, write-allocate: read for ownership, then write */
+        if (LIKELY(!straddle)) {
+            uint64_t *mru = array_mru(&v->l1d, l0);
+            if (LIKELY((*mru >> 1) == l0) || l1d_read(v, l0))
+                v->c.l1d_store_hits++;
+            else
+                v->c.l1d_store_misses++;
+            *mru |= 1; /* the line is the set's most recent now */
+            return;
+        }
+        for (uint64_t l = l0; l <= l1; l++) {
+            if (l1d_read(v, l))
+                v->c.l1d_store_hits++;
+            else
+                v->c.l1d_store_misses++;
+        }
+        for (uint64_t l = l0; l <= l1; l++) {
+            uint64_t *p = array_find(&v->l1d, l);
+            if (!p) { /* evicted by its neighbour (tiny caches only) */
+                l1d_read(v, l);
+                v->c.l1d_store_misses++;
+                p = array_mru(&v->l1d, l);
+            }
+            *p |= 1;
+        }
+        return;
+    }
+    /* write-through, no-write-allocate */
+    for (uint64_t l = l0; l <= l1; l++) {
+        if (array_find(&v->l1d, l))
+            v->c.l1d_store_hits++;
+        else
+            v->c.l1d_store_misses++;
+        if (have_l2)
+            l2_write(v, l << l1d_shift);
+        else
+            mem_write(v, l << l1d_shift);
+    }
+}

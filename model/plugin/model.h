@@ -1,0 +1,368 @@
+/*
+ * model.h - what the timing plugin's C files share (internal; not an API).
+ *
+ * The plugin is one .so built from (model/build.sh):
+ *   trapline-model.c  install, the vCPU, block, instruction and memory callbacks,
+ *                     translation (block descriptors)
+ *   options.c         the options (generated from options.def: struct, defaults,
+ *                     parser, range checks, echo, help=json) and the checks across them
+ *   caches.c          caches, TLBs and NUMA memory: the data and fetch paths
+ *   traps.c           prefetches, register windows and the SPARC progress audit
+ *   decode.c          x86, sparc64 and ARM instruction decoding, region markers
+ *   stats.c           counters, regions and the stats JSON
+ */
+#ifndef TRAPLINE_MODEL_H
+#define TRAPLINE_MODEL_H
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <qemu-plugin.h>
+
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+#define MAX_VCPUS 1024
+#define MAX_REGIONS 100000
+#define MAX_NODES 8
+#define INVALID_TAG UINT64_MAX
+
+static inline bool is_pow2(uint64_t x)
+{
+    return x && !(x & (x - 1));
+}
+
+static inline unsigned log2u(uint64_t x)
+{
+    return 63 - __builtin_clzll(x);
+}
+
+/* ------------------------------------------------------------ options */
+
+enum arch { ARCH_X86_64, ARCH_SPARC64, ARCH_ARMV6 }; /* the values of arch= (options.def) */
+enum { POL_HW = 0, POL_TRAP = 1 };                  /* the values of unaligned<w>= */
+
+#define LIST_MAX 64 /* values of a LIST or MATRIX option (numa_nodes^2 <= 64) */
+
+/* The options struct, one field per OPT line of options.def (an ENUM is the
+ * index of its value; a LIST has its values and their count, name_n). */
+#define OPT_FIELD_U64(n) uint64_t n;
+#define OPT_FIELD_F64(n) double n;
+#define OPT_FIELD_F64P(n) double n;
+#define OPT_FIELD_ENUM(n) int n;
+#define OPT_FIELD_STR(n) char *n;
+#define OPT_FIELD_LIST(n) uint64_t n[LIST_MAX]; unsigned n##_n;
+#define OPT_FIELD_MATRIX(n) OPT_FIELD_LIST(n)
+typedef struct {
+#define OPT(name, kind, def, min, max, unit, field, conv, doc) OPT_FIELD_##kind(name)
+#include "options.def"
+#undef OPT
+} Config;
+
+enum opt_id {
+#define OPT(name, ...) OPT_##name,
+#include "options.def"
+#undef OPT
+    OPT_COUNT
+};
+
+extern Config cfg;
+extern bool opt_given[OPT_COUNT]; /* set on the command line (not a default) */
+extern const char *const arch_names[];
+/* derived by validate(): numa_lat as a matrix (mem_lat everywhere without
+ * numa_lat=), the unaligned policy by access width 2, 4, 8 */
+extern uint64_t numa_lat_m[MAX_NODES][MAX_NODES];
+extern int unaligned_pol[9];
+
+int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void options_defaults(void);
+int options_parse(const char *opt);
+int options_validate(void);
+int options_help(int argc, char **argv); /* help=json: 1 if printed, -1 on error, 0 if not asked */
+
+/* ------------------------------------------------------------ counters */
+
+/* Every counter is a uint64_t so that regions are differences of snapshots. */
+typedef struct {
+    uint64_t insns;
+    uint64_t l1i_hits, l1i_misses, l1i_miss_l2hit;
+    uint64_t l1d_load_hits, l1d_load_misses, l1d_store_hits, l1d_store_misses, l1d_writebacks;
+    uint64_t l1d_rmiss_l2hit; /* L1D read misses (loads, wb store fills) served by an L2 hit */
+    uint64_t l2_read_hits, l2_read_misses, l2_write_hits, l2_write_misses, l2_writebacks;
+    uint64_t l1i_miss_l3hit, l1d_rmiss_l3hit; /* L1 misses served by an L3 hit */
+    uint64_t l3_read_hits, l3_read_misses, l3_write_hits, l3_write_misses, l3_writebacks;
+    uint64_t mem_reads[MAX_NODES]; /* reads that reached memory, by the node of the memory */
+    uint64_t mem_writes[MAX_NODES]; /* writes that reached memory (dirty last-level victims, write-through
+                                     * stores without an L2), by node: counted, not charged */
+    uint64_t mem_cycles_i, mem_cycles_d; /* their latencies, numa_lat[vCPU node][memory node] */
+    uint64_t io_accesses;          /* system mode: device accesses, not cached */
+    uint64_t itlb_accesses, itlb_misses, dtlb_accesses, dtlb_misses, stlb_hits, stlb_misses;
+    uint64_t loads, stores;
+    uint64_t straddles, unaligned_hw, unaligned_trap;
+    uint64_t locked_inline, locked_split;
+    uint64_t pf_issued, pf_dropped, pf_trapped, pf_unknown;
+    uint64_t win_spills, win_fills;
+    uint64_t other_faults;
+    uint64_t exceptions[8]; /* system mode: ARM entries by vector (0x00 reset .. 0x1c FIQ) / 4;
+                             * sparc64 trap-table entries by kind (enum trap_kind) */
+} Counters;
+
+#define NCOUNTERS (sizeof(Counters) / sizeof(uint64_t))
+
+void counters_sub(Counters *r, const Counters *a, const Counters *b);
+void counters_add(Counters *r, const Counters *a);
+
+/* ------------------------------------------------------------ caches */
+
+/*
+ * A set-associative LRU array. Each set holds its ways in recency order
+ * (way 0 = most recently used); an entry is (line << 1) | dirty, or
+ * INVALID_TAG. The same structure serves the TLBs (key = page number).
+ *
+ * Policies (chosen to match pycachesim's, the oracle of the tests):
+ *   read (load, instruction fetch, a write-back store's fill):
+ *       hit  -> move to MRU;  miss -> fetch from below, insert at MRU,
+ *       evict the LRU way (a dirty victim is written to the level below
+ *       after the fetch);
+ *   write into a write-back level (an L1 write-back, a write-through store
+ *       arriving at the L2): hit -> mark dirty, recency unchanged;
+ *       miss -> allocate as for a read, then mark dirty;
+ *   write-through L1 store: hit or miss is counted, nothing changes in the
+ *       L1, the bytes are written to the L2.
+ */
+typedef struct {
+    uint64_t *e;
+    uint64_t set_mask;
+    unsigned ways;
+    unsigned shift; /* line (or page) size, log2 */
+} Array;
+
+void array_init(Array *a, uint64_t entries, uint64_t ways, unsigned shift);
+
+/* Read-style access of key k: returns 1 on a hit. On a miss, *victim is the
+ * evicted entry (INVALID_TAG if none). One pass over the set: the most
+ * recently used way first (the common case: no store), then the others,
+ * each moved one way down while it is scanned, so that a hit or the miss
+ * only has to put the key at way 0 (no second loop, no memmove call). */
+static inline int array_read(Array *a, uint64_t k, uint64_t *victim)
+{
+    uint64_t *s = a->e + (k & a->set_mask) * a->ways;
+    uint64_t carry = s[0];
+    if (LIKELY((carry >> 1) == k))
+        return 1;
+    unsigned w = a->ways;
+    for (unsigned i = 1; i < w; i++) {
+        uint64_t x = s[i];
+        s[i] = carry;
+        if ((x >> 1) == k) {
+            s[0] = x;
+            return 1;
+        }
+        carry = x;
+    }
+    *victim = carry;
+    s[0] = k << 1;
+    return 0;
+}
+
+/* Where key k sits, or NULL; no recency change. */
+static inline uint64_t *array_find(Array *a, uint64_t k)
+{
+    uint64_t *s = a->e + (k & a->set_mask) * a->ways;
+    for (unsigned i = 0; i < a->ways; i++)
+        if ((s[i] >> 1) == k)
+            return s + i;
+    return NULL;
+}
+
+static inline uint64_t *array_mru(Array *a, uint64_t k)
+{
+    return a->e + (k & a->set_mask) * a->ways;
+}
+
+/* Key k is its set's most recently used entry: a read of it is a hit that
+ * changes nothing (the common case, tested inline before any call). */
+static inline bool array_is_mru(Array *a, uint64_t k)
+{
+    return (array_mru(a, k)[0] >> 1) == k;
+}
+
+/* ------------------------------------------------------------ per vCPU */
+
+typedef struct {
+    Counters c;
+    bool open;          /* inside a region */
+    bool any_marker;    /* executed at least one marker */
+    Counters snap;      /* counters when the open region began */
+    Counters *regions;  /* closed regions */
+    uint8_t *closed_by; /* 0 marker, 1 next begin, 2 exit */
+    size_t n_regions, cap_regions;
+    uint64_t *seq;      /* each closed region's place among all vCPUs' regions (begin order) */
+    uint64_t open_seq;
+    unsigned node;      /* the NUMA node of this vCPU */
+    Counters overflow;  /* regions beyond MAX_REGIONS, summed */
+    uint64_t n_overflow;
+    uint64_t unmatched_ends;
+
+    Array l1i, l1d, l2, l3, itlb, dtlb, stlb;
+    /* the line (page) of the last instruction fetch: the most recently used
+     * of its set in the L1I (ITLB), so fetching it again is a hit that
+     * changes nothing and needs no look at the array */
+    uint64_t last_iline, last_ipage;
+
+    /* SPARC register windows */
+    uint64_t cansave, canrestore;
+
+    /* progress audit (SPARC): the block executing now, how many of its
+     * instructions are known to have completed, and a register-window
+     * instruction that has started but is not yet known to have completed */
+    const struct TBDesc *cur_tb;
+    unsigned done;
+    int pending;
+    uint8_t pending_op;
+} VCpu;
+
+extern VCpu *vcpus[MAX_VCPUS];
+extern bool have_l2, have_l3, have_stlb;
+extern uint64_t region_seq; /* regions begun so far, all vCPUs (atomic) */
+/* System mode: caches are indexed by guest-physical address, except that
+ * instruction fetches keep their virtual line (plugin API 1 gives no
+ * physical address for a fetch); this bit keeps those lines apart from
+ * data lines in the unified levels. */
+#define ITAG (1ull << 62)
+extern uint64_t itag;
+static const bool have_itlb = true, have_dtlb = true;
+extern unsigned l1i_shift, l1d_shift, l2_shift, l3_shift, page_shift;
+extern uint64_t l1d_line_mask;
+extern bool audit_faults;
+extern bool system_mode;
+/* fast_forward=1: false until some vCPU begins a region; until then every
+ * callback returns at once (no counts, no cache or TLB state: they start cold
+ * at the first region) */
+extern bool modelling;
+/* fast_forward=2: a vCPU models only while it has a region open; between
+ * regions its callbacks return at once and its caches and TLBs keep the state
+ * the last region left */
+extern bool regions_only;
+extern const char *target_name;
+extern FILE *trace_fp;
+
+void tlb_access(VCpu *v, Array *t, uint64_t vpn, uint64_t *miss);
+void l1i_fetch_line(VCpu *v, uint64_t line);
+void data_access_full(VCpu *v, uint64_t vaddr, uint64_t paddr, unsigned size, bool store, bool locked,
+                      bool load_part);
+
+
+/* One data access of size bytes at vaddr (guest-physical paddr: the caches'
+ * index in system mode; paddr == vaddr in user mode). The common case, an
+ * aligned access (so in one line and one page) to the most recently used
+ * page of its DTLB set and line of its L1D set, a load or a write-back
+ * store, is a hit that changes nothing but a store's dirty bit: it is
+ * counted here, with nothing looked up but two set heads; anything else
+ * goes to data_access_full, which finds the same hits when it gets there. */
+static inline void data_access(VCpu *v, uint64_t vaddr, uint64_t paddr, unsigned size, bool store, bool locked,
+                 bool load_part)
+{
+    uint64_t line = paddr >> l1d_shift;
+    uint64_t *mru = array_mru(&v->l1d, line);
+    if (LIKELY(!locked && !(vaddr & (size - 1)) && !((vaddr ^ (vaddr + size - 1)) >> l1d_shift) &&
+               (!store || !cfg.l1d_write) && (*mru >> 1) == line && array_is_mru(&v->dtlb, vaddr >> page_shift))) {
+        v->c.dtlb_accesses++;
+        if (store) {
+            v->c.stores++;
+            v->c.l1d_store_hits++;
+            *mru |= 1;
+        } else {
+            v->c.loads++;
+            v->c.l1d_load_hits++;
+        }
+        return;
+    }
+    data_access_full(v, vaddr, paddr, size, store, locked, load_part);
+}
+
+/* ------------------------------------------------------------ decode */
+
+enum special {
+    SP_NONE = 0,
+    SP_ROI_BEGIN,
+    SP_ROI_END,
+    SP_SAVE,
+    SP_RESTORE,
+    SP_FLUSHW,
+    SP_PREFETCH,
+    SP_PROGRESS, /* the instruction after a window instruction: it completed */
+    SP_EXCEPTION, /* system mode: the first instruction of an ARM exception vector or a SPARC trap-table
+                   * entry; its kind is InsnDesc.entry */
+};
+
+/* sparc64 trap-table entries, by kind (SPARC V9 table 7-1 trap types) */
+enum trap_kind { TK_UNALIGNED, TK_SPILL, TK_FILL, TK_CLEAN_WINDOW, TK_MMU_MISS, TK_TRAP_INSN, TK_INTERRUPT, TK_OTHER };
+extern const char *const trap_kind_name[];
+
+struct TBDesc;
+
+typedef struct InsnDesc {
+    const struct TBDesc *tb;
+    uint8_t special;
+    uint8_t locked;
+    uint8_t width;      /* SPARC: decoded access width (audited accesses) */
+    uint8_t pf_strong;  /* prefetch: the instruction asks for a strong prefetch */
+    uint8_t pf_known;   /* prefetch: address known at translation time */
+    uint8_t tail;       /* counted and fetched by its own exec callback (see build_desc) */
+    uint8_t entry;      /* SP_EXCEPTION: ARM vector / 4, or sparc64 enum trap_kind */
+    uint16_t idx;       /* index in the block */
+    uint16_t n_after;   /* instructions after this one counted at block entry */
+    uint64_t pf_addr;
+} InsnDesc;
+
+typedef struct {
+    uint64_t key; /* line or page number */
+    uint32_t count;
+} Run;
+
+typedef struct TBDesc {
+    struct TBDesc *next;
+    uint64_t vaddr;
+    uint32_t n_insns, n_bytes;
+    uint32_t n_entry; /* instructions counted (and fetched) at block entry */
+    uint32_t n_irun, n_prun;
+    uint32_t n_audit;
+    int last_audit; /* index of the last audited access, -1 if none */
+    uint8_t *bytes;
+    uint16_t *audit_idx; /* instruction index of each audited access */
+    Run *irun, *prun;
+    InsnDesc *insn;
+    uint64_t *ivaddr; /* for the trace */
+    uint8_t *isize;
+} TBDesc;
+
+int sparc_trap_kind(unsigned tt);
+void decode_x86(InsnDesc *d, const uint8_t *b, size_t n, uint64_t vaddr);
+void decode_sparc(InsnDesc *d, const uint8_t *b, size_t n);
+void decode_arm(InsnDesc *d, const uint8_t *b, size_t n);
+
+/* ------------------------------------------------------------ traps */
+
+void prefetch_exec(VCpu *v, const InsnDesc *d);
+void audit_progress(VCpu *v, unsigned idx);
+void tb_finalize(VCpu *v, uint64_t next_vaddr);
+
+/* ------------------------------------------------------------ output */
+
+typedef struct {
+    char *buf;
+    size_t len, cap;
+} Str;
+
+void sput(Str *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void put_json_string(Str *s, const char *v);
+void put_options(Str *s);
+void region_close(VCpu *v, const Counters *now, uint8_t why);
+void plugin_exit(qemu_plugin_id_t id, void *p);
+
+#endif

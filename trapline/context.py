@@ -1,0 +1,113 @@
+"""The run context: what one command (a run, a build, a simulation) knows and
+has made so far, passed down to every platform instead of shared through
+class attributes or module globals.
+
+    ctx = RunContext.make(quick=True, sets={"caches.l1d.line": "32B", "n": "8"}, machine="ultrasparc-iii")
+    ctx.kernel_sets             # {"n": "8"}: kernel arguments
+    ctx.machine_sets            # ("caches.l1d.line=32B",): machine overrides, split once here
+    ctx.machine_for("default")  # loaded and validated once per name, then reused
+    ctx.kernels("sparc64")      # the kernel build dir, built once per context
+    ctx.image("sparc64")        # the guest image holding those kernels
+    ctx.plugin()                # the timing-model plugin
+
+The caches are filled lazily and live exactly as long as the context: one
+run uses one build of each architecture even if the sources change while it
+runs (the manifest names that build), and a second run in the same process
+(sensitivity) starts from a context of its own.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from trapline import build, images, machine as machines
+from trapline.errors import UsageError
+
+
+class Progress:
+    """One line per step on stderr, with the elapsed time."""
+
+    def __init__(self, stream=sys.stderr):
+        self.t0 = time.monotonic()
+        self.stream = stream
+
+    def __call__(self, msg: str) -> None:
+        print(f"[{time.monotonic() - self.t0:6.1f}s] {msg}", file=self.stream, flush=True)
+
+
+def split_sets(sets: dict[str, str], machine_keys: set[str]) -> tuple[tuple[str, ...], dict[str, str]]:
+    """(machine overrides as 'path=value', kernel arguments): a dotted or
+    indexed key, or a machine's top-level field, is the machine's."""
+    mset, kset = [], {}
+    for k, v in sets.items():
+        if "." in k or "[" in k or k in machine_keys:
+            mset.append(f"{k}={v}")
+        else:
+            kset[k] = v
+    return tuple(mset), kset
+
+
+@dataclass
+class RunContext:
+    quick: bool = False
+    sets: dict[str, str] = field(default_factory=dict)   # as the user gave them (--set)
+    machine_sets: tuple[str, ...] = ()                   # the machine's share, 'path=value'
+    kernel_sets: dict[str, str] = field(default_factory=dict)  # the kernels' share
+    machine_name: str | None = None                      # --machine (the model platform)
+    timeout: float | None = None                         # --timeout: seconds per command or guest boot
+    log: Callable[[str], None] = field(default_factory=Progress)
+    builds: dict[str, Path] = field(default_factory=dict)          # arch -> kernel build dir
+    images: dict[str, images.Image] = field(default_factory=dict)  # arch -> guest image
+    machines: dict[str, machines.Machine] = field(default_factory=dict)  # name -> loaded with machine_sets
+    plugin_path: Path | None = None
+    used: dict[str, set[str]] = field(default_factory=dict)  # what each lane used, for its manifest facts
+
+    def use(self, what: str, item: str) -> None:
+        self.used.setdefault(what, set()).add(item)
+
+    @classmethod
+    def make(cls, quick: bool = False, sets: dict[str, str] | None = None, machine: str | None = None,
+             log: Callable[[str], None] | None = None, timeout: float | None = None) -> "RunContext":
+        sets = dict(sets or {})
+        mset, kset = split_sets(sets, machines.top_fields())
+        return cls(quick=quick, sets=sets, machine_sets=mset, kernel_sets=kset, machine_name=machine,
+                   log=log or Progress(), timeout=timeout)
+
+    def timeout_for(self, declared: float) -> float:
+        """A command's or a guest's time limit: --timeout when given, else what the experiment or lane declares."""
+        return self.timeout if self.timeout is not None else declared
+
+    def kernels(self, arch: str) -> Path:
+        """The directory with every kernel binary for arch (built once per context)."""
+        if arch not in self.builds:
+            self.builds[arch] = build.build(arch, log=self.log)
+        return self.builds[arch]
+
+    def image(self, arch: str) -> images.Image:
+        """The guest image for arch holding this context's kernels (cached by content hash)."""
+        if arch not in self.images:
+            bindir = self.kernels(arch)
+            self.log(f"guest image for {arch} (kernel and initramfs, cached by content hash)")
+            self.images[arch] = images.build_image(arch, bindir, log=self.log)
+        return self.images[arch]
+
+    def machine_for(self, default: str | None, exp_id: str = "?") -> machines.Machine:
+        """The machine --machine names (else default, the experiment's), with the
+        machine's --set values applied: loaded and validated once per name."""
+        name = self.machine_name or default
+        if not name:
+            raise UsageError(f"{exp_id} on model needs --machine; valid choices: {', '.join(machines.names())}")
+        if name not in self.machines:
+            self.machines[name] = machines.load(name, sets=list(self.machine_sets))
+        return self.machines[name]
+
+    def plugin(self) -> Path:
+        """The timing-model plugin (model/build.sh; built once per context)."""
+        if self.plugin_path is None:
+            from trapline.plugin import plugin_path
+            self.plugin_path = plugin_path(self.log)
+        return self.plugin_path

@@ -1,0 +1,215 @@
+"""Machine descriptions as typed data: load gem5_configs/machines/<name>.yaml, check
+it, and read its numbers in base units.
+
+One YAML file per modelled machine (clock, caches, TLBs, memory and NUMA,
+unaligned accesses, locked RMW, software prefetch, traps, SPARC register
+windows), read by the QEMU timing model (through trapline/plugin.py's option table) and by gem5
+(trapline/gem5.py writes the typed machine as JSON). The package, one concept a
+module:
+
+  units.py       sizes, frequencies, times; parse once into bytes / Hz / cycles (Quantity)
+  paths.py       the one dotted-path walker ("numa.latency_ns[0][1]")
+  schema.py      machine.schema.json: structure, each number's "x-unit", error sentences
+  typed.py       every number of a machine as a Quantity, keyed by path
+  provenance.py  source / calibrated / assumed / derived; derived expressions; claim ids
+  checks.py      the sentence checks, by component, and validate()
+  sets.py        --set overrides, applied once
+
+A field's kind is written once, as "x-unit" in the schema: adding a number
+to the machines is adding it to the schema (and the YAMLs); the typed machine
+picks it up.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trapline.machine import paths
+from trapline.machine.checks import validate
+from trapline.machine.paths import PROVENANCE_KEYS
+from trapline.machine.provenance import (CLAIMS_PATH, claim_ids, derived_fields, evaluate_derived,
+                                         numeric_leaves)
+from trapline.machine.provenance import line as _source_line
+from trapline.machine.schema import ROOT, SCHEMA_PATH, top_fields
+from trapline.machine.sets import apply_sets
+from trapline.machine.typed import Quantities, build
+from trapline.machine.units import (CYCLE_UNITS, FREQ_UNITS, SIZE_UNITS, TIME_UNITS, MachineError, Quantity,
+                                    parse_freq, parse_size, parse_time, to_int)
+from trapline.yamlfile import read_mapping, shown
+
+MACHINES_DIR = ROOT / "gem5_configs" / "machines"
+
+__all__ = ["Machine", "MachineError", "Quantity", "top_fields", "load", "load_file", "load_all", "names", "validate",
+           "apply_sets", "parse_size", "parse_freq", "parse_time", "to_int", "derived_fields",
+           "evaluate_derived", "numeric_leaves", "claim_ids", "MACHINES_DIR", "SCHEMA_PATH", "CLAIMS_PATH", "ROOT",
+           "SIZE_UNITS", "FREQ_UNITS", "TIME_UNITS", "CYCLE_UNITS", "PROVENANCE_KEYS"]
+
+
+@dataclass(frozen=True)
+class Machine:
+    """One loaded, validated machine: the description as written (`data`, after any
+    --set), and its numbers typed once (`quantities`: bytes, Hz, cycles, counts)."""
+    name: str
+    path: Path
+    data: dict
+    sets: tuple[str, ...] = field(default=())
+    quantities: Quantities = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+
+    def __post_init__(self):
+        if self.quantities is None:
+            object.__setattr__(self, "quantities", build(self.data))
+
+    # -- reading fields
+    def raw(self, path: str) -> Any:
+        """The field as written (unwrapped from {value, source}), or None."""
+        return paths.get(self.data, path)
+
+    def has(self, path: str) -> bool:
+        return self.raw(path) is not None
+
+    def quantity(self, path: str) -> Quantity:
+        """The typed number at `path` (value in its base unit, kind, text, provenance)."""
+        return self.quantities.get(path)
+
+    @property
+    def arch(self) -> str:
+        return self.data["arch"]
+
+    @property
+    def clock_hz(self) -> float:
+        return self.quantities.value("clock")
+
+    @property
+    def cpi(self) -> float:
+        return float(self.raw("cpi"))
+
+    def bytes(self, path: str) -> int:
+        return self.quantities.bytes(path)
+
+    def cycles(self, path: str) -> float:
+        return self.quantities.cycles(path)
+
+    def icycles(self, path: str) -> int:
+        return to_int(self.cycles(path))
+
+    def ways(self, path: str) -> int:
+        """Associativity of a cache or TLB at `path` (caches.l1d, tlb.dtlb); 'full' -> entries."""
+        a = self.raw(f"{path}.assoc")
+        if a != "full":
+            return int(a)
+        if path.startswith("caches."):
+            return self.bytes(f"{path}.size") // self.bytes(f"{path}.line")
+        return int(self.raw(f"{path}.entries"))
+
+    def numa_cycles(self) -> list[list[int]]:
+        rows = self.data.get("numa", {}).get("latency_ns", [])
+        return [[to_int(self.cycles(f"numa.latency_ns[{i}][{j}]")) for j in range(len(row))]
+                for i, row in enumerate(rows)]
+
+    def sources(self) -> dict[str, str]:
+        """Every number's provenance, one line each, by dotted path."""
+        return {q.path: _source_line(q.provenance) for q in self.quantities.fields.values()}
+
+    # -- views
+    def to_dict(self) -> dict:
+        """For manifests: what was loaded, the overrides, the plugin arguments, every source."""
+        try:
+            rel = str(self.path.relative_to(ROOT))
+        except ValueError:
+            rel = str(self.path)
+        return {
+            "name": self.name,
+            "file": rel,
+            "file_sha256": hashlib.sha256(self.path.read_bytes()).hexdigest() if self.path.exists() else None,
+            "sets": list(self.sets),
+            "arch": self.arch,
+            "summary": self.summary(),
+            "data": copy.deepcopy(self.data),
+            "plugin_args": _plugin().args(self),
+            "sources": self.sources(),
+        }
+
+    def summary(self) -> str:
+        """One line: the figures that matter for the claims."""
+        def cache(lvl):
+            p = f"caches.{lvl}"
+            a = self.raw(f"{p}.assoc")
+            s = f"{lvl.upper()} {self.raw(p + '.size')}/{'full' if a == 'full' else str(a) + 'w'}/{self.raw(p + '.line')}"
+            s += f" {self.icycles(p + '.latency')}cy"
+            if lvl == "l1d":
+                s += " wb" if self.raw(p + ".write") == "write-back" else " wt"
+            return s
+        levels = [cache(lv) for lv in ("l1i", "l1d", "l2", "l3") if self.has(f"caches.{lv}")]
+        if not self.has("caches.l2"):
+            levels.append("no L2")
+        parts = [f"{self.name} ({self.arch}, {self.raw('clock')}, CPI {self.cpi:g})", ", ".join(levels),
+                 f"mem {self.raw('memory.latency')} ({self.icycles('memory.latency')}cy)"]
+        if "numa" in self.data:
+            m = self.data["numa"]["latency_ns"]
+            parts.append(f"NUMA {len(m)} nodes {'/'.join(str(paths.unwrap(v)) for v in m[0])}"
+                         + (", interleaved" if self.data["numa"]["interleave"] else ""))
+        t = f"ITLB {self.raw('tlb.itlb.entries')} DTLB {self.raw('tlb.dtlb.entries')}"
+        if self.has("tlb.stlb"):
+            t += f" + {self.raw('tlb.stlb.kind')} {self.raw('tlb.stlb.entries')}"
+        parts.append(f"{t}, page {self.raw('tlb.dtlb.page')}")
+        parts.append("unaligned 2/4/8: " + "/".join(self.raw(f"unaligned.w{w}") for w in (2, 4, 8)))
+        if "atomics" in self.data:
+            parts.append(f"lock +{self.icycles('atomics.lock_cost')}cy, split lock +{self.icycles('atomics.split_lock_cost')}cy")
+        pf = self.raw("prefetch.semantics")
+        parts.append(f"prefetch {pf}" + (f" (trap {self.icycles('prefetch.trap_cost')}cy)" if pf == "strong" and self.cycles("prefetch.trap_cost") else ""))
+        parts.append(f"trap {self.icycles('traps.cost')}cy")
+        if "windows" in self.data:
+            parts.append(f"{self.raw('windows.count')} windows, spill/fill {self.icycles('windows.spill_fill_cost')}cy")
+        if self.sets:
+            parts.append("--set " + " ".join(self.sets))
+        return "; ".join(parts)
+
+
+# ---------------------------------------------------------------- loading
+
+def _plugin():
+    from trapline import plugin  # the option table maps a machine; it imports this package
+    return plugin
+
+
+def names(directory: Path = MACHINES_DIR) -> list[str]:
+    return sorted(p.stem for p in Path(directory).glob("*.yaml"))
+
+
+def load_file(path: Path | str, sets: list[str] | tuple[str, ...] = ()) -> Machine:
+    """The machine in `path`, validated, with the --set overrides applied once and validated again."""
+    path = Path(path)
+    rel = shown(path)
+    data = read_mapping(path, MachineError)
+    q = validate(data, rel, stem=path.stem)
+    if sets:
+        data = apply_sets(data, sets)
+        q = validate(data, f"{rel} with --set {' '.join(sets)}", stem=path.stem)
+    m = Machine(name=data["name"], path=path, data=data, sets=tuple(sets), quantities=q)
+    try:
+        _plugin().check(m)  # the model's own bounds (options.def), before any work
+    except MachineError as e:
+        raise MachineError(f"{rel}{' with --set ' + ' '.join(sets) if sets else ''}: {e}") from None
+    return m
+
+
+def load(name_or_path: str | Path, sets: list[str] | tuple[str, ...] = ()) -> Machine:
+    """A machine by name (gem5_configs/machines/<name>.yaml) or by file path."""
+    s = str(name_or_path)
+    p = Path(s)
+    if "/" in s or s.endswith((".yaml", ".yml")) or (p.exists() and p.is_file()):
+        if not p.exists():
+            raise MachineError(f"machine file '{s}' does not exist")
+        return load_file(p, sets)
+    known = names()
+    if s not in known:
+        raise MachineError(f"unknown machine '{s}'; valid choices: {', '.join(known)} (or a path to a .yaml file)")
+    return load_file(MACHINES_DIR / f"{s}.yaml", sets)
+
+
+def load_all(directory: Path = MACHINES_DIR) -> dict[str, Machine]:
+    return {n: load_file(Path(directory) / f"{n}.yaml") for n in names(directory)}

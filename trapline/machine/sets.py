@@ -1,0 +1,102 @@
+"""--set overrides: "dotted.path=value", applied once to a description.
+
+Paths may index lists ("numa.latency_ns[0][1]=150ns"); an unknown field is
+rejected naming the valid fields at that level. The value is read as YAML ("4"
+is a number, "32B" a string). A number (a field with an x-unit in the schema)
+that is overridden gets the override as its provenance: {value, source: "--set
+<path>=<value>"}; a derived number that reads it is recomputed.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+import yaml
+
+from trapline.machine import paths, provenance, schema
+from trapline.machine.paths import PROVENANCE_KEYS, is_sourced
+from trapline.machine.units import MachineError
+
+
+def _with_value(value: Any, item: str) -> Any:
+    if isinstance(value, (dict, list)) or isinstance(value, bool):
+        return value
+    return {"value": value, "source": f"--set {item}"}
+
+
+def _apply_one(data: dict, item: str) -> None:
+    if "=" not in item:
+        raise MachineError(f"--set takes key=value, not '{item}'")
+    path, raw = item.split("=", 1)
+    path = path.strip()
+    keys = paths.parse_path(path)
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    cur: Any = data
+    node: dict | None = schema.schema()
+    done = ""
+    for i, k in enumerate(keys):
+        last = i == len(keys) - 1
+        if isinstance(k, int):
+            if not isinstance(cur, list):
+                raise MachineError(f"--set {path}: {done or '(top level)'} is not a list, so [{k}] has nothing to index")
+            if k >= len(cur):
+                raise MachineError(f"--set {path}: index {k} is out of range ({done} has {len(cur)} items)")
+            node = schema.items(node)
+            if last:
+                cur[k] = _with_value(value, item)
+                return
+            cur = cur[k]
+            done += f"[{k}]"
+            continue
+        if is_sourced(cur) and k == "value":
+            # clock.value=1GHz: same as clock=1GHz
+            cur["value"] = value
+            cur.update({"source": f"--set {item}"})
+            for extra in ("claim", "why"):
+                cur.pop(extra, None)
+            return
+        if not isinstance(cur, dict):
+            raise MachineError(f"--set {path}: {done} is a value, not a group of fields")
+        props = schema.object_props(node)
+        valid = sorted(set(props or {}) | set(cur))
+        if k not in valid:
+            raise MachineError(f"--set {path}: unknown field '{k}' under {done or 'the top level'}; "
+                               f"valid fields: {', '.join(valid)}")
+        node = (props or {}).get(k)
+        here = f"{done + '.' if done else ''}{k}"
+        if last:
+            sub = schema.object_props(node)
+            if sub is not None and "value" not in sub and not isinstance(value, dict):
+                raise MachineError(f"--set {path}: {here} is a group of fields ({', '.join(sorted(sub))}); "
+                                   f"set one of them, e.g. --set {here}.{sorted(sub)[0]}=...")
+            if k in PROVENANCE_KEYS or not schema.unit(node) or isinstance(value, (dict, list)):
+                cur[k] = value
+                if isinstance(value, dict) and "source" not in value:
+                    value["source"] = f"--set {item}"
+            else:
+                cur[k] = _with_value(value, item)
+            return
+        if k not in cur:
+            raise MachineError(f"--set {path}: {here} is not in this machine; "
+                               f"set the whole group at once (--set {here}={{...}})")
+        cur = cur[k]
+        done = here
+
+
+def apply_sets(machine_dict: dict, sets: list[str] | tuple[str, ...]) -> dict:
+    """Return a copy of machine_dict with each "dotted.path=value" applied (the
+    derived numbers recomputed); the caller validates the result."""
+    data = copy.deepcopy(machine_dict)
+    for item in sets:
+        _apply_one(data, item)
+    set_paths = {re.sub(r"\.value$", "", i.split("=", 1)[0].strip()) for i in sets}
+    try:
+        provenance.rederive(data, set_paths)
+    except MachineError as e:
+        raise MachineError(f"--set {' '.join(sets)}: {e}") from None
+    return data

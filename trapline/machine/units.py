@@ -1,0 +1,141 @@
+"""Units of the machine descriptions, parsed once at load into base units.
+
+  sizes        B, kB, KB, KiB, MB, MiB, GB, GiB   kB = KiB = 1024 bytes, as CPU
+                                                  manuals write it (not 1000)
+  frequencies  Hz, kHz, MHz, GHz
+  times        ps, ns, us, ms, cycles (or cycle)  converted to cycles with the clock
+
+Which fields are sizes, frequencies, times or counts is written once, as
+"x-unit" in gem5_configs/machine.schema.json; `parse` turns one field into a
+`Quantity` (its value in the base unit, its kind, the text as written and its
+provenance), so nothing downstream parses text again.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from trapline.errors import UsageError
+
+SIZE_UNITS = {"B": 1, "kB": 1024, "KB": 1024, "KiB": 1024, "MB": 1024 ** 2, "MiB": 1024 ** 2,
+              "GB": 1024 ** 3, "GiB": 1024 ** 3}
+FREQ_UNITS = {"Hz": 1.0, "kHz": 1e3, "MHz": 1e6, "GHz": 1e9}
+TIME_UNITS = {"ps": 1e-12, "ns": 1e-9, "us": 1e-6, "ms": 1e-3}
+CYCLE_UNITS = ("cycles", "cycle")
+KINDS = ("size", "frequency", "time", "count", "ways", "ratio")
+
+_QTY = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]+)\s*$")
+
+
+class MachineError(UsageError):
+    """A machine description (or a --set on it) that does not validate; names the field."""
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """One number of a machine: `value` in its base unit (bytes, Hz, cycles; a count
+    or ratio as written; None for ways written 'full'), its kind, the text as
+    written, and its provenance (source, claim, why, from, basis)."""
+    path: str
+    kind: str
+    value: Any
+    text: Any
+    provenance: dict = field(default_factory=dict, compare=False)
+
+
+def _quantity(text: Any, kind: str, units, where: str) -> tuple[float, str]:
+    if isinstance(text, bool) or text is None:
+        raise MachineError(f"{where}: needs a {kind} with its unit, not {text!r}")
+    if isinstance(text, (int, float)):
+        if text == 0:
+            return 0.0, ""
+        raise MachineError(f"{where}: '{text}' needs a unit; valid units: {', '.join(units)}")
+    m = _QTY.match(str(text))
+    if not m:
+        raise MachineError(f"{where}: '{text}' is not a {kind}; write a number and a unit "
+                           f"(valid units: {', '.join(units)})")
+    num, unit = float(m.group(1)), m.group(2)
+    if unit not in units:
+        raise MachineError(f"{where}: unknown unit '{unit}' in '{text}'; valid units: {', '.join(units)}")
+    return num, unit
+
+
+def parse_size(text: Any, where: str = "size") -> int:
+    """'32kB' -> 32768. kB = KiB = 1024 bytes (CPU manuals' convention)."""
+    num, unit = _quantity(text, "size", list(SIZE_UNITS), where)
+    b = num * SIZE_UNITS.get(unit, 1)
+    if b != int(b):
+        raise MachineError(f"{where}: '{text}' is not a whole number of bytes")
+    return int(b)
+
+
+def parse_freq(text: Any, where: str = "clock") -> float:
+    """'1.2GHz' -> 1.2e9 (Hz)."""
+    num, unit = _quantity(text, "frequency", list(FREQ_UNITS), where)
+    hz = num * FREQ_UNITS.get(unit, 1.0)
+    if hz <= 0:
+        raise MachineError(f"{where}: needs to be above 0 Hz (got {text})")
+    return hz
+
+
+def parse_time(text: Any, clock_hz: float, where: str = "time") -> float:
+    """'90ns' or '4cycles' -> cycles (a float) at clock_hz."""
+    num, unit = _quantity(text, "time", list(TIME_UNITS) + list(CYCLE_UNITS), where)
+    if unit in CYCLE_UNITS or unit == "":
+        return num
+    return num * TIME_UNITS[unit] * clock_hz
+
+
+def parse(path: str, kind: str, text: Any, clock_hz: float | None, provenance: dict | None = None) -> Quantity:
+    """The field at `path` written as `text`, of `kind` (the schema's x-unit), as a
+    Quantity; MachineError naming the field if the text is not one. Times need
+    the clock (cycles are the base unit)."""
+    if kind == "size":
+        value: Any = parse_size(text, path)
+    elif kind == "frequency":
+        value = parse_freq(text, path)
+    elif kind == "time":
+        if clock_hz is None:
+            raise MachineError(f"{path}: a time needs the machine's clock")
+        value = parse_time(text, clock_hz, path)
+    elif kind == "ways" and text == "full":
+        value = None
+    elif kind in ("count", "ways", "ratio"):
+        value = text
+    else:
+        raise MachineError(f"{path}: x-unit '{kind}' is not a kind; valid kinds: {', '.join(KINDS)}")
+    return Quantity(path=path, kind=kind, value=value, text=text, provenance=dict(provenance or {}))
+
+
+def unit_of(text: Any) -> str:
+    """The unit a quantity is written in ('90ns' -> 'ns'), or '' for a bare number."""
+    m = _QTY.match(str(text))
+    return m.group(2) if m else ""
+
+
+def to_int(cycles: float) -> int:
+    """Round half up (2.5 -> 3), the way the plugin arguments are written."""
+    return int(math.floor(cycles + 0.5))
+
+
+def fmt_size(b: int) -> str:
+    """32768 -> '32kB': the largest unit that divides the size."""
+    for unit, mult in (("GB", 1024 ** 3), ("MB", 1024 ** 2), ("kB", 1024)):
+        if b >= mult and b % mult == 0:
+            return f"{b // mult}{unit}"
+    return f"{b}B"
+
+
+def in_unit_of(like: Any, value: float, kind: str, hz: float) -> Any:
+    """`value` (cycles, bytes or a count) written in the unit of `like` ("300ns" -> ns)."""
+    unit = unit_of(like)
+    if kind == "time" and unit in TIME_UNITS:
+        return f"{value / hz / TIME_UNITS[unit]:.6g}{unit}"
+    if kind == "time":
+        return f"{value:.6g}cycles"
+    if kind == "size":
+        return fmt_size(int(round(value)))
+    return round(value, 6)

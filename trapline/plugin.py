@@ -1,0 +1,357 @@
+"""The timing plugin's contract, read from its one option table.
+
+model/plugin/options.def lists every option of the QEMU timing plugin once
+(name, kind, default, range, unit, the machine field it comes from, how that
+field converts, one line of doc); the plugin's C code is generated from it by
+macros. This module parses the same file (one regular expression, no C
+compiler) and from it
+
+- maps a machine to the plugin's options (`args`), driven by the table's field
+  and conversion columns, so that a new option with a machine field needs no
+  Python change;
+- renders the docs' options table (`markdown`; `python -m trapline.plugin
+  --markdown`, docs/model.md carries it between marker comments).
+
+It also holds the other two things that are about the plugin as a whole: its
+build (`plugin_path`, model/build.sh) and the model_* counters the experiments
+count on (`COUNTERS`, `region_counts`): each one's name, where in a region of
+the plugin's stats JSON it is read, and what it means.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from trapline.build import cache_root
+from trapline.errors import RunFailed
+from trapline.proc import run_command, tail
+
+if TYPE_CHECKING:
+    from trapline.machine import Machine
+
+ROOT = Path(__file__).resolve().parent.parent
+PLUGIN_DIR = ROOT / "model" / "plugin"
+OPTIONS_DEF = PLUGIN_DIR / "options.def"
+BUILD_SH = ROOT / "model" / "build.sh"
+
+# one OPT(...) line of options.def: name, kind, "default", min, max, "unit", "field", "conversion", "doc"
+_S = r'"((?:[^"\\]|\\.)*)"'
+_ROW = re.compile(rf"^OPT\((\w+), (\w+), {_S}, (\d+)[uU]?, (\d+)[uU]?, {_S}, {_S}, {_S}, {_S}\)$")
+# a conversion: how [mapping] [if FLAG] [; 0|omitted without GROUP]
+_CONV = re.compile(r"^(?P<how>[a-z-]+)(?: (?P<map>[^ ;]+=[^ ;]+))?(?: if (?P<flag>[\w.]+))?"
+                   r"(?:; (?P<absent>0|omitted) without (?P<group>[\w.]+))?$")
+KINDS = ("U64", "F64", "F64P", "ENUM", "STR", "LIST", "MATRIX")
+HOWS = ("platform", "float", "bytes", "cycles", "frac-cycles", "ways", "count", "enum", "numa-nodes", "numa-matrix")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One row of options.def."""
+    name: str
+    kind: str      # KINDS
+    default: str   # as passed on the command line; "" = none (the doc says what then)
+    min: int       # valid range (of each value, for a LIST or MATRIX)
+    max: int
+    unit: str      # for an ENUM, its values separated by |
+    field: str     # the machine's dotted path, or "-" when the platform adds the option
+    conv: str      # how the field converts (options.def's header has the grammar)
+    doc: str
+
+    @property
+    def platform(self) -> bool:
+        """Added by the platform (arch, out, numa_mem ...), not from a machine field."""
+        return self.field == "-"
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        return tuple(self.unit.split("|")) if self.kind == "ENUM" else ()
+
+    @property
+    def how(self) -> str:
+        return self._conv()["how"]
+
+    @property
+    def flag(self) -> str | None:
+        """A machine field that must be true for the value (else 0)."""
+        return self._conv()["flag"]
+
+    @property
+    def group(self) -> str | None:
+        """A machine group without which the option is 0 or omitted (see absent)."""
+        return self._conv()["group"]
+
+    @property
+    def absent(self) -> str | None:
+        """'0' or 'omitted': what happens without the group."""
+        return self._conv()["absent"]
+
+    @property
+    def mapping(self) -> dict[str, str]:
+        """An enum conversion's field value -> option value ('*': any other)."""
+        spec = self._conv()["map"] or ""
+        return dict(pair.split("=", 1) for pair in spec.split(",") if pair)
+
+    def _conv(self) -> dict[str, str | None]:
+        m = _CONV.match(self.conv)
+        if not m:
+            raise ValueError(f"{OPTIONS_DEF.name}: option {self.name}: conversion '{self.conv}' is not "
+                             f"'how [a=b,...] [if FLAG] [; 0|omitted without GROUP]'")
+        return m.groupdict()
+
+    def to_dict(self) -> dict[str, Any]:
+        """As the plugin's help=json prints it."""
+        return {"name": self.name, "kind": self.kind, "default": self.default, "min": self.min, "max": self.max,
+                "unit": self.unit, "field": self.field, "conv": self.conv, "doc": self.doc}
+
+
+def _unescape(s: str) -> str:
+    return re.sub(r"\\(.)", r"\1", s)
+
+
+def parse(text: str, where: str = "options.def") -> tuple[Option, ...]:
+    """The OPT(...) rows of an options.def text, checked: known kinds and conversions, unique names."""
+    rows: list[Option] = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.startswith("OPT("):
+            continue
+        m = _ROW.match(line.strip())
+        if not m:
+            raise ValueError(f"{where}:{n}: not OPT(name, kind, \"default\", min, max, \"unit\", \"field\", "
+                             f"\"conversion\", \"doc\"): {line.strip()}")
+        name, kind, default, lo, hi, unit, field, conv, doc = m.groups()
+        o = Option(name, kind, _unescape(default), int(lo), int(hi), _unescape(unit), _unescape(field),
+                   _unescape(conv), _unescape(doc))
+        if kind not in KINDS:
+            raise ValueError(f"{where}:{n}: option {name}: kind {kind} is not one of {', '.join(KINDS)}")
+        if o.how not in HOWS:
+            raise ValueError(f"{where}:{n}: option {name}: conversion '{o.how}' is not one of {', '.join(HOWS)}")
+        if (o.how == "platform") != o.platform:
+            raise ValueError(f"{where}:{n}: option {name}: field '-' goes with conversion 'platform'")
+        if any(r.name == name for r in rows):
+            raise ValueError(f"{where}:{n}: option {name} is listed twice")
+        rows.append(o)
+    return tuple(rows)
+
+
+OPTIONS: tuple[Option, ...] = parse(OPTIONS_DEF.read_text(), str(OPTIONS_DEF.relative_to(ROOT)))
+BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
+
+
+# ---------------------------------------------------------------- machine -> options
+
+def _frac(cycles: float) -> str:
+    """Fractional cycles, 4 decimals at most (the penalties are measured averages)."""
+    return f"{cycles:.4f}".rstrip("0").rstrip(".") or "0"
+
+
+def _value(o: Option, m: Machine) -> Any:
+    f = o.field
+    if o.how == "float":
+        return repr(float(m.raw(f)))
+    if o.how == "bytes":
+        return m.bytes(f)
+    if o.how == "cycles":
+        return m.icycles(f)
+    if o.how == "frac-cycles":
+        return _frac(m.cycles(f))
+    if o.how == "ways":  # the field is <group>.assoc; 'full' is the group's entries (or lines)
+        return m.ways(f.rsplit(".", 1)[0])
+    if o.how == "count":
+        return m.raw(f)
+    if o.how == "numa-nodes":
+        return len(m.numa_cycles())
+    if o.how == "numa-matrix":  # row-major [vCPU node][memory node]
+        return ":".join(str(c) for row in m.numa_cycles() for c in row)
+    if o.how == "enum":
+        raw = m.raw(f)
+        table = o.mapping
+        return table.get(str(raw), table.get("*", raw))
+    raise ValueError(f"option {o.name}: no machine value for conversion '{o.how}'")
+
+
+def args(machine: Machine) -> list[str]:
+    """The plugin's key=value options for a machine, in the table's order: every
+    option with a machine field, converted as its row says (sizes in bytes,
+    latencies in whole cycles, the measured penalties in fractional cycles, 0
+    for a missing optional level or group, the NUMA options only with a numa
+    group). The platform adds arch, out and the rest ('-' rows)."""
+    out = []
+    for o in OPTIONS:
+        if o.platform:
+            continue
+        if o.group and not machine.has(o.group):
+            if o.absent == "omitted":
+                continue
+            out.append(f"{o.name}=0")
+            continue
+        v = 0 if o.flag and not machine.raw(o.flag) else _value(o, machine)
+        out.append(f"{o.name}={v}")
+    return out
+
+
+def check(machine: Machine) -> None:
+    """Every option the machine maps to within the table's range, else one
+    MachineError naming the machine field, its value and the range: the same
+    bounds the plugin enforces, found before any work starts."""
+    from trapline.machine import MachineError
+    for a in args(machine):
+        name, value = a.split("=", 1)
+        o = BY_NAME[name]
+        if o.kind in ("ENUM", "STR"):
+            continue
+        try:
+            values = [float(v) for v in value.split(":")] if o.kind in ("MATRIX", "LIST") else [float(value)]
+        except ValueError:
+            values = [float("nan")]
+        lo_ok = (lambda v: v > o.min) if o.kind == "F64P" else (lambda v: v >= o.min)
+        if all(lo_ok(v) and v <= o.max for v in values):
+            continue
+        field = o.field if o.field != "-" else name
+        written = machine.raw(field) if machine.has(field) else value
+        unit = f" {o.unit}" if o.unit and o.kind != "ENUM" else ""
+        low = f"above {o.min}" if o.kind == "F64P" else f"from {o.min}"
+        raise MachineError(f"{field}: {written} is out of range for the model ({name}={value}); "
+                           f"valid: {low} to {o.max}{unit}")
+
+
+# ---------------------------------------------------------------- the stats the experiments count on
+
+@dataclass(frozen=True)
+class Counter:
+    """One model_* count of a region, as the experiments' checks name it."""
+    name: str  # with {} for one count per key (a dict) or index (a list)
+    path: str  # dotted, in a region of the stats JSON ("-": not from the plugin)
+    how: str   # value (0 when absent or null), sum (of a list), each ({} per key/index), if-present, ops
+    doc: str
+
+
+COUNTERS: tuple[Counter, ...] = (
+    Counter("model_ops", "-", "ops", "the sample's operations, as the kernel reported them"),
+    Counter("model_instructions", "instructions", "value", "instructions executed in the region"),
+    Counter("model_cycles", "cycles", "value", "modelled cycles: cpi x instructions + every penalty"),
+    Counter("model_l1d_misses", "l1d.misses", "value", "L1D misses (loads and stores)"),
+    Counter("model_l2_misses", "l2.misses", "value", "L2 misses (0 without an L2)"),
+    Counter("model_dtlb_misses", "dtlb.misses", "value", "DTLB misses"),
+    Counter("model_itlb_misses", "itlb.misses", "value", "ITLB misses"),
+    Counter("model_straddling", "straddling_accesses", "value", "accesses touching two cache lines"),
+    Counter("model_locked_split", "locked.split", "value", "locked read-modify-writes straddling two lines"),
+    Counter("model_traps_unaligned", "traps.unaligned", "value", "unaligned accesses that trapped"),
+    Counter("model_window_spills", "traps.window_spill", "value", "SPARC register-window spill traps"),
+    Counter("model_window_fills", "traps.window_fill", "value", "SPARC register-window fill traps"),
+    Counter("model_prefetch_traps", "traps.prefetch", "value", "strong prefetches that trapped"),
+    Counter("model_l3_misses", "l3.misses", "value", "L3 misses (0 without an L3)"),
+    Counter("model_trap_entries_{}", "trap_table_entries", "each",
+            "sparc64 guest: entries into the kernel's trap table, by kind (with trap_table=)"),
+    Counter("model_data_aborts", "exceptions.data_abort", "if-present", "ARM guest: data-abort exception entries"),
+    Counter("model_memory_reads", "memory_reads_by_node", "sum", "reads that reached memory, all nodes"),
+    Counter("model_memory_writes", "memory_writes_by_node", "sum", "writes that reached memory, all nodes"),
+    Counter("model_memory_reads_node{}", "memory_reads_by_node", "each", "reads that reached memory, by node"),
+)
+
+
+def _get(g: dict, path: str) -> Any:
+    for key in path.split("."):
+        if not isinstance(g, dict):
+            return None
+        g = g.get(key)
+    return g
+
+
+def region_counts(g: dict, ops: int) -> dict[str, int]:
+    """The plugin's counts for one region (a dict of its stats JSON), flattened to the model_* counters."""
+    out: dict[str, int] = {}
+    for c in COUNTERS:
+        v = ops if c.how == "ops" else _get(g, c.path)
+        if c.how in ("ops", "value"):
+            out[c.name] = v or 0
+        elif c.how == "sum":
+            out[c.name] = sum(v or [])
+        elif c.how == "each":
+            items = v.items() if isinstance(v, dict) else enumerate(v or [])
+            out.update({c.name.format(k): n for k, n in items})
+        elif c.how == "if-present" and v is not None:
+            out[c.name] = v
+    return out
+
+
+# ---------------------------------------------------------------- build and docs
+
+def plugin_path(log=None) -> Path:
+    """Build (or find in the cache) the plugin; model/build.sh prints its path."""
+    env = dict(os.environ, TRAPLINE_CACHE=str(cache_root()))
+    status, out, err = run_command(["sh", str(BUILD_SH)], 1800, env=env)
+    if status != 0 or not out.strip():
+        raise RunFailed(f"building the timing-model plugin failed (status {status}):\n{tail(err, 20)}")
+    return Path(out.strip().splitlines()[-1])
+
+
+MARK_BEGIN = "<!-- options table: generated by python -m trapline.plugin --markdown; do not edit -->"
+MARK_END = "<!-- end of the options table -->"
+
+
+def _range(o: Option) -> str:
+    if o.kind in ("ENUM", "STR"):
+        return " ".join(f"`{c}`" for c in o.choices) if o.kind == "ENUM" else "a file name"
+    lo = f"above {o.min}" if o.kind == "F64P" else str(o.min)
+    each = "each " if o.kind in ("LIST", "MATRIX") else ""
+    return f"{each}{lo} to {o.max}"
+
+
+def markdown() -> str:
+    """The docs' options table (docs/model.md carries it between MARK_BEGIN and MARK_END)."""
+    lines = [MARK_BEGIN, "",
+             "| option | default | valid | unit | machine field (conversion) | meaning |",
+             "|---|---|---|---|---|---|"]
+    for o in OPTIONS:
+        unit = "" if o.kind == "ENUM" or o.unit == "-" else o.unit
+        src = "platform" if o.platform else f"`{o.field}` (`{o.conv}`)"
+        default = f"`{o.default}`" if o.default else "-"
+        lines.append(f"| `{o.name}` | {default} | {_range(o)} | {unit} | {src} | {o.doc.replace('|', '/')} |")
+    return "\n".join(lines + ["", MARK_END]) + "\n"
+
+
+COUNTERS_BEGIN = "<!-- counters table: generated by python -m trapline.plugin --markdown; do not edit -->"
+COUNTERS_END = "<!-- end of the counters table -->"
+
+
+def counters_markdown() -> str:
+    """The docs' table of the model_* counters (docs/model.md, between COUNTERS_BEGIN and COUNTERS_END)."""
+    how = {"value": "", "sum": "sum of ", "each": "one per entry of ", "if-present": "when present: ", "ops": ""}
+    lines = [COUNTERS_BEGIN, "", "| count | from a region's | meaning |", "|---|---|---|"]
+    for c in COUNTERS:
+        src = "the kernel's sample" if c.path == "-" else f"{how[c.how]}`{c.path}`"
+        lines.append(f"| `{c.name.replace('{}', '<k>')}` | {src} | {c.doc} |")
+    return "\n".join(lines + ["", COUNTERS_END]) + "\n"
+
+
+# the generated blocks of docs/model.md: (begin marker, end marker, generator)
+MARKS = {"options": (MARK_BEGIN, MARK_END, markdown), "counters": (COUNTERS_BEGIN, COUNTERS_END, counters_markdown)}
+
+
+def main(argv: list[str]) -> int:
+    if argv == ["--markdown"]:
+        sys.stdout.write(markdown() + "\n" + counters_markdown())
+        return 0
+    if argv == ["--write-docs"]:  # rewrite docs/model.md's generated blocks in place
+        doc = ROOT / "docs" / "model.md"
+        text = doc.read_text()
+        for begin, end, generated in MARKS.values():
+            i, j = text.index(begin), text.index(end) + len(end)
+            text = text[:i] + generated().rstrip("\n") + text[j:]
+        doc.write_text(text)
+        return 0
+    if argv == ["--json"]:
+        import json
+        print(json.dumps({"tool": "trapline-model", "options": [o.to_dict() for o in OPTIONS]}, indent=1))
+        return 0
+    print("usage: python -m trapline.plugin --markdown | --json | --write-docs", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
