@@ -80,7 +80,9 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.parametrize("argv", [
-    ["run", "x86-split-lock", "--platform", "model", "--set", "target_us=100000"],  # qemu-user under the model
+    # qemu-user under the model; iters (the model lane's fixed pass count) makes each
+    # qemu run last seconds, so the poll below cannot miss it (iters=20 ran ~0.2 s: flaky)
+    ["run", "x86-split-lock", "--platform", "model", "--set", "iters=200000"],
     ["run", "sparc-misalign-trap", "--platform", "qemu", "--quick"],                # boot.sh and qemu-system
 ], ids=["model-user-mode", "qemu-guest"])
 def test_no_child_outlives_a_sigkilled_harness(tmp_path, argv):
@@ -94,7 +96,10 @@ def test_no_child_outlives_a_sigkilled_harness(tmp_path, argv):
         if kids:
             break
         time.sleep(0.1)
-    assert kids, "the model lane never started qemu"
+    if not kids:
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"the harness never started qemu (exit {proc.returncode}):\n{out[-2000:]}\n{err[-2000:]}")
     proc.send_signal(signal.SIGKILL)  # the harness only: its children are in their own sessions
     proc.wait()
     time.sleep(1.0)
