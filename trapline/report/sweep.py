@@ -84,7 +84,7 @@ def heatmap(rows: list[dict], keys: list[str], metric: str, unit: str, label: st
     ys, xs = _values(rows, ky), _values(rows, kx)
     grid = np.full((len(ys), len(xs)), np.nan)
     for r in rows:
-        if r["headline"] is not None:
+        if r["headline"] is not None and ky in r["sets"] and kx in r["sets"]:
             grid[ys.index(r["sets"][ky]), xs.index(r["sets"][kx])] = r["headline"]
     if np.isnan(grid).all():
         return None
