@@ -212,6 +212,43 @@ def test_rerun_computes_nothing_and_an_extended_grid_only_the_new_points(embedde
     assert hashlib.sha256((d / "manifest.json").read_bytes()).hexdigest() in c.stdout.replace("\n", " ")
 
 
+def test_an_interrupted_sweep_resumes_with_the_points_it_stored(tmp_path):
+    """SIGTERM (docker stop, a batch system's time limit) ends the sweep like Ctrl-C: the
+    points stored so far stay, its worker processes end with it, and the same command
+    resumes the sweep directory, computing only the missing points."""
+    import psutil
+    results = tmp_path / "results"
+    argv = ["sweep", "loop-order", "--quick", "--set", "rows=2048", "--set", "cols=2048",
+            "--set", "tlb.dtlb.entries=64,1024,4096", "--workers", "2"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TRAPLINE_RESULTS=str(results))
+    p = subprocess.Popen([sys.executable, "-m", "trapline", *argv], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and p.poll() is None and not _store(results):
+            time.sleep(0.05)
+        kids = psutil.Process(p.pid).children(recursive=True)
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert p.returncode == 130, err[-3000:]
+    assert "rerun the same command to resume sweep" in err
+    stored = len(_store(results))
+    assert 1 <= stored < 3
+    time.sleep(1)
+    assert not [k for k in kids if k.is_running() and k.status() != psutil.STATUS_ZOMBIE]
+    inc = list((results / "sweeps" / ".incomplete").iterdir())
+    assert len(inc) == 1
+    r = trapline(*argv, env=_env(results), timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    d = _sweep_dir(results, r.stdout)
+    assert d.name == inc[0].name  # the same sweep, resumed
+    assert f"{stored} in the store, {3 - stored} to compute" in r.stderr
+    assert sum(x["computed_now"] for x in _rows(d)) == 3 - stored and len(_store(results)) == 3
+
+
 @pytest.mark.parametrize("args, words", [
     (["--set", "rows=256,-5"], ["rows=-5", "an integer"]),
     (["--set", "rows=256", "--set", "caches.l1d.line=64B,33B"], ["caches.l1d.line=33B"]),
@@ -223,6 +260,8 @@ def test_rerun_computes_nothing_and_an_extended_grid_only_the_new_points(embedde
     (["--set", "rows=256", "--workers", "0"], ["--workers", "'0'"]),
     (["--set", "rows=256", "--platform", "gem5"], ["gem5"]),
     (["--set", "rows=256", "--platform", "host", "--machine", "x86-2012-server"], ["--machine"]),
+    (["--set", "rows=256", "--scheduler", "tcp://127.0.0.1:1"], ["--scheduler", "cannot connect"]),
+    (["--set", "rows=256", "--scheduler", "http://127.0.0.1:1"], ["--scheduler", "tcp://host:8786"]),
 ])
 def test_bad_values_reject_the_whole_sweep_before_any_point_runs(args, words, results_dir):
     r = trapline("sweep", "loop-order", "--quick", *args, timeout=120)

@@ -91,6 +91,8 @@ def run(exp_id: str, point_sets: list[dict[str, str]], platform: str | None = No
     log = log or Progress(sys.stderr)
     quiet = lambda msg: None  # noqa: E731 - the checks build nothing and say nothing
     checked = grid.check(exp_id, platform, point_sets, quick, machine, timeout, quiet)
+    if scheduler:
+        engine.probe(scheduler)
     exp, pname = checked.exp, checked.platform
     keys = list(grid_spec) if grid_spec else list(dict.fromkeys(k for p in point_sets for k in p))
     # what every point shares (kernels, plugin, guest image: built here once if missing)

@@ -69,6 +69,25 @@ def _running(client, keys: set[str]) -> int:
     return sum(min(len([k for k in ks if k in keys]), threads.get(w, 1)) for w, ks in proc.items())
 
 
+def probe(scheduler: str) -> None:
+    """A --scheduler address that is well formed and answers on TCP, checked before any
+    work (Dask's own connect retries a refused address for its whole timeout)."""
+    import socket
+    from urllib.parse import urlsplit
+    u = urlsplit(scheduler if "://" in scheduler else "tcp://" + scheduler)
+    try:
+        host, port = u.hostname, u.port
+    except ValueError:
+        host = port = None
+    if u.scheme not in ("tcp", "tls") or not host or not port:
+        raise UsageError(f"--scheduler takes a Dask scheduler address such as tcp://host:8786, not '{scheduler}'")
+    try:
+        socket.create_connection((host, port), timeout=10).close()
+    except OSError as e:
+        raise UsageError(f"--scheduler {scheduler}: cannot connect ({e.strerror or e}); start one with "
+                         f"`dask scheduler` (docs/sweeps.md)") from None
+
+
 def connect(scheduler: str | None, workers: int | None, log: Callable[[str], None]):
     """(client, cluster or None, a description for the manifest)."""
     from distributed import Client, LocalCluster
