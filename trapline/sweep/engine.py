@@ -124,12 +124,15 @@ def run(specs: list[dict], scheduler: str | None, workers: int | None, on_result
     """Compute every spec (a point not in the store) and hand each result to on_result
     as it arrives; returns the engine's description. A point that fails stops the sweep
     (the points already stored stay: rerunning resumes)."""
-    from distributed import wait
-    from trapline.sweep.points import run_point
     if not specs:
         progress.show(progress.total, 0, force=True)
         return {"engine": "dask.distributed", "scheduler": "not started: every point was cached"}
+    from distributed import wait
+    from trapline.sweep.points import run_point
+    t0 = time.monotonic()
     client, cluster, desc = connect(scheduler, workers, log)
+    desc["start_seconds"] = round(time.monotonic() - t0, 3)  # the cluster up, or connected
+    t1 = time.monotonic()
     try:
         log(f"{len(specs)} point(s) to compute on {desc['workers']} worker(s) ({desc['scheduler']})")
         futures = {client.submit(run_point, s, key=f"trapline-point-{s['hash']}", pure=False): s for s in specs}
@@ -157,6 +160,7 @@ def run(specs: list[dict], scheduler: str | None, workers: int | None, on_result
                 progress.computed += 1
                 keys.discard(f.key)
             progress.show(done, _running(client, keys) if pending else 0, force=not pending)
+        desc["compute_seconds"] = round(time.monotonic() - t1, 3)  # first submit to last result
         return desc
     finally:
         client.close()

@@ -73,8 +73,13 @@ def check(exp_id: str, platform: str | None, points: list[dict[str, str]], quick
     """Every value of every key alone, then every distinct machine the points make, checked
     with the checks `run --set` uses (the machine package's set/check, the kernel
     arguments' declared types and ranges); the first bad one is a UsageError naming it."""
-    exps = experiment.load_all()
-    exp = experiment.get(exp_id, exps)
+    path = experiment.kernels_dir() / exp_id / experiment.EXPERIMENT_FILE
+    if "/" not in exp_id and path.is_file():
+        exp = experiment.load_file(path)  # only this one parsed (the others take a second)
+        exps = {exp.id: exp}
+    else:
+        exp = experiment.get(exp_id)  # unknown: the error lists the valid ids
+        exps = {exp.id: exp}
     platform = platform or default_platform(exp)
     if machine and not getattr(platforms.PLATFORMS.get(platform), "takes_machine", False):
         raise UsageError(f"--machine is for --platform {platforms.machine_platform()}")

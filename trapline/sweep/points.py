@@ -141,6 +141,19 @@ def _worker_name() -> str:
         return f"{socket.gethostname()}:{os.getpid()}"
 
 
+_made: dict[str, dict] = {}  # tree hash -> {arch: kernel build dir, "plugin": path}, per worker process
+_experiments: dict[tuple, object] = {}
+
+
+def _experiment(exp_id: str):
+    """kernels/<id>/experiment.yaml, loaded and checked once per worker process and content."""
+    path = build.kernels_dir() / exp_id / experiment.EXPERIMENT_FILE
+    key = (str(path), results.sha256_file(path))
+    if key not in _experiments:
+        _experiments[key] = experiment.load_file(path)
+    return _experiments[key]
+
+
 def run_point(spec: dict) -> dict:
     """What a Dask worker runs for one point: the experiment on its platform in a run
     context of its own (runner.run_entry, as `./run.sh run` does), returned to the
@@ -152,13 +165,29 @@ def run_point(spec: dict) -> dict:
         return {"hash": spec["hash"], "worker": worker,
                 "error": f"worker {worker} ({results.ROOT}) has trapline tree {mine[:12]} but the sweep's is "
                          f"{spec['tree_sha256'][:12]}: give the workers the same checkout (docs/sweeps.md)"}
+    if tree_hash() != mine:
+        return {"hash": spec["hash"], "worker": worker,
+                "error": f"worker {worker}: its trapline tree ({results.ROOT}) changed since it started; restart it"}
     lines: list[str] = []
     ctx = RunContext.make(spec["quick"], spec["sets"], spec["machine"], lines.append, spec["timeout"])
-    exps = experiment.load_all()
-    steps = runner.plan(exps, [spec["experiment"]], spec["platform"], strict=True)
+    exp = _experiment(spec["experiment"])
+    if results.sha256_file(exp.path) != spec["experiment_sha256"]:
+        return {"hash": spec["hash"], "worker": worker,
+                "error": f"worker {worker}: its {exp.path} is not the sweep's (sha256 differs)"}
+    steps = runner.plan({exp.id: exp}, [exp.id], spec["platform"], strict=True)
+    arch = lane_arch(exp, spec["platform"])
+    # what this worker built or found for this tree: the kernels and the plugin (the
+    # tree hash, checked above, covers their sources)
+    made = _made.setdefault(mine, {}) if "TRAPLINE_KERNELS" not in os.environ else {}
+    if arch in made:
+        ctx.builds[arch] = made[arch]
+    ctx.plugin_path = made.get("plugin")
     runner.validate(steps, ctx)
     exp, pname, reason = steps[0]
     entry, raw = runner.run_entry(exp, pname, reason, ctx)
+    made.update(ctx.builds)
+    if ctx.plugin_path:
+        made["plugin"] = ctx.plugin_path
     return {"hash": spec["hash"], "sets": spec["sets"], "entry": entry, "raw": raw, "worker": worker,
             "host": socket.gethostname(), "pid": os.getpid(), "seconds": round(time.monotonic() - t0, 3),
             "platform_facts": platforms.get(pname, ctx).describe(), "log": lines}
