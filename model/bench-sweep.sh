@@ -52,7 +52,8 @@ sequential() {  # the 16 points as 16 commands, one after another
 echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "grid: $ID --quick rows=${ROWS[*]} x tlb.dtlb.entries=${DTLB[*]} (16 points), sweep on $workers workers"
-TRAPLINE_RESULTS=$TMP/warm "${SWEEP[@]}" >/dev/null 2>&1  # kernels, plugin, venv: built or found
+TRAPLINE_RESULTS=$TMP/warm "${SWEEP[@]}" >/dev/null 2>"$TMP/warm.err" ||  # kernels, plugin, venv: built or found
+    { cat "$TMP/warm.err" >&2; exit 1; }
 seq_t=() sw_t=() last=
 for i in $(seq "$runs"); do
     t0=$(now); sequential "$TMP/seq$i"; seq_t+=("$(echo "$(now) - $t0" | bc -l)")

@@ -129,6 +129,9 @@ def run(exp_id: str, point_sets: list[dict[str, str]], platform: str | None = No
         if store.put(rec, raw):
             computed_now.add(rec["hash"])
 
+    if pname == "host" and not scheduler and not workers and len(todo) > 1:
+        workers = 1  # host points measure real time: side by side they would disturb each other
+        log("host lane: one point at a time (--workers N to change)")
     progress = engine.ProgressLine(len(specs), cached, progress_stream)
     try:
         desc = engine.run(todo, scheduler, workers, on_result, progress, log)
