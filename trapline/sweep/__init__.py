@@ -104,9 +104,9 @@ def run(exp_id: str, point_sets: list[dict[str, str]], platform: str | None = No
         material = points_mod.key_material(exp, pname, ctx, shared)
         h = points_mod.point_hash(material)
         hashes.append(h)
-        specs.append({"hash": h, "experiment": exp_id, "experiment_sha256": material["experiment_sha256"], "platform": pname, "quick": quick, "sets": sets,
-                      "machine": machine, "timeout": timeout, "tree_sha256": shared["tree_sha256"],
-                      "label": grid.label(sets)})
+        specs.append({"hash": h, "experiment": exp_id, "experiment_sha256": material["experiment_sha256"],
+                      "platform": pname, "quick": quick, "sets": sets, "machine": machine, "timeout": timeout,
+                      "tree_sha256": shared["tree_sha256"], "label": grid.label(sets)})
     # two points with the same hash (e.g. a value written two ways) are one computation
     sroot = sweeps_root(root)
     store = points_mod.Store(sroot / STORE)
