@@ -60,6 +60,8 @@ def test_rows_median_and_worst_from_a_synthetic_run_dir(tmp_path):
     # median of 1, 2, 0, 2 is 1.5; the worst is 2 (a's ns figure comes first)
     assert "All figures: 4 rows, median |log2| 1.50 (x2.83), worst 2.00 (x4.00, a: a ns)" in r.stdout
     assert "Headlines: 2 rows, median |log2| 1.50" in r.stdout and "worst 2.00 (x4.00, b: b ratio)" in r.stdout
+    # without the count row: 1, 2, 2
+    assert "Times and ratios (without the counts: traps, calls or reads per operation): 3 rows, median |log2| 2.00" in r.stdout
     assert "Within a factor of two: 2 of 4 rows." in r.stdout
     assert "Prediction headlines beyond 2x and not reported differs: none." in r.stdout
 
@@ -104,3 +106,32 @@ def test_the_report_of_a_model_run_has_the_fidelity_table(results_dir):
     assert sum(1 for x in out.splitlines() if x.startswith("| E3 ")) == claimed
     head = next(x for x in out.splitlines() if "headline:" in x)
     assert f"{abs(math.log2(e['reproduced'] / e['claimed'])):.2f}" in head and "prediction" in head and "differs" in head
+
+
+def test_the_table_in_methodology_md_is_consistent():
+    """docs/methodology.md's fidelity table (./run.sh fidelity output pasted there): each
+    row's |log2| agrees with its claimed and modelled columns, the summary's median and
+    worst agree with the rows, and no prediction headline beyond 2x says reproduced."""
+    from pathlib import Path
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "methodology.md").read_text()
+    part = doc.split("### Fidelity of the modelled figures")[1]
+    rows = [re.split(r"(?<!\\)\|", x)[1:-1] for x in part.splitlines() if re.match(r"\| E[0-9]+ \|", x)]
+    assert len(rows) >= 20 and all(len(r) == 9 for r in rows)
+
+    def num(cell):
+        return float(re.match(r"\s*([0-9.]+)", cell).group(1))
+    logs = []
+    for r in rows:
+        c, m, lg = num(r[3]), num(r[4]), float(r[6])
+        assert abs(abs(math.log2(m / c)) - lg) < 0.03, r
+        if "headline" in r[2] and r[7].strip() == "prediction" and lg > 1:
+            assert r[8].strip() == "differs", r
+        logs.append(lg)
+    med = re.search(r"All figures: (\d+) rows, median \|log2\| ([0-9.]+) .*?worst ([0-9.]+)", part)
+    assert int(med.group(1)) == len(rows)
+    assert abs(float(med.group(2)) - statistics_median(logs)) < 0.011
+    assert float(med.group(3)) == pytest.approx(max(logs), abs=0.006)
+    heads = [float(r[6]) for r in rows if r[2].strip().startswith("headline")]
+    h = re.search(r"Headlines: (\d+) rows, median \|log2\| ([0-9.]+) .*?worst ([0-9.]+)", part)
+    assert int(h.group(1)) == len(heads) and abs(float(h.group(2)) - statistics_median(heads)) < 0.011
+    assert "Fitted headlines: none." in part

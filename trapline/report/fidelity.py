@@ -84,7 +84,7 @@ def summary(rs: list[Row]) -> dict:
         return {"n": len(sub), "median": statistics.median(r.log2 for r in sub), "worst": worst.log2,
                 "worst_row": f"{worst.id}: {worst.name}"}
     heads = [r for r in rs if r.kind == "headline"]
-    return {"all": stats(rs), "headlines": stats(heads),
+    return {"all": stats(rs), "headlines": stats(heads), "timed": stats([r for r in rs if r.unit != "count"]),
             "within_2x": sum(r.log2 <= WITHIN for r in rs),
             "fitted_headlines": sorted(r.id for r in heads if r.rests_on == "fitted"),
             "breaking_rule": [f"{r.id} [{r.platform}]" for r in heads if not r.keeps_rule]}
@@ -117,6 +117,7 @@ def summary_lines(s: dict) -> list[str]:
         return (f"{what}: {d['n']} rows, median |log2| {d['median']:.2f} (x{2 ** d['median']:.2f}), "
                 f"worst {d['worst']:.2f} (x{2 ** d['worst']:.2f}, {d['worst_row']})")
     return [one("All figures", s["all"]), one("Headlines", s["headlines"]),
+            one("Times and ratios (without the counts: traps, calls or reads per operation)", s["timed"]),
             f"Within a factor of two: {s['within_2x']} of {s['all']['n']} rows.",
             "Fitted headlines: " + (", ".join(s["fitted_headlines"]) or "none") + ".",
             "Prediction headlines beyond 2x and not reported differs: " + (", ".join(s["breaking_rule"]) or "none")
