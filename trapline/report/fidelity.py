@@ -114,7 +114,7 @@ def summary_lines(s: dict) -> list[str]:
     def one(what: str, d: dict) -> str:
         if not d["n"]:
             return f"{what}: none"
-        return (f"{what}: {d['n']} rows, median |log2| {d['median']:.2f} (x{2 ** d['median']:.2f}), "
+        return (f"{what}: {d['n']} row{'' if d['n'] == 1 else 's'}, median |log2| {d['median']:.2f} (x{2 ** d['median']:.2f}), "
                 f"worst {d['worst']:.2f} (x{2 ** d['worst']:.2f}, {d['worst_row']})")
     return [one("All figures", s["all"]), one("Headlines", s["headlines"]),
             one("Times and ratios (without the counts: traps, calls or reads per operation)", s["timed"]),
