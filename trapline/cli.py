@@ -4,6 +4,7 @@
     run ID [--platform P] [--set k=v ...] [--quick] [--fresh]
     reproduce-all [--quick] [--platform P] [--fresh]
     report [RUN-ID]                        redraw a finished run's report
+    fidelity [RUN ...]                     the fidelity table of the runs' modelled figures, as markdown
     build [--arch A ...]                   build the kernels (cached)
     images [--arch A ...]                  build the guest images (cached)
     simulate --machine M [--set k=v ...] --arch A -- PROGRAM [ARGS]
@@ -98,6 +99,9 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="time limit of each command or guest boot")
     rp = sub.add_parser("report", help="redraw the report of a finished run")
     rp.add_argument("run_id", nargs="?", default=None)
+    fi = sub.add_parser("fidelity", help="modelled against claimed figures of one or more runs, as markdown "
+                                         "(a later run's entry wins; default: latest)")
+    fi.add_argument("runs", nargs="*", help="run ids, 'latest' or run directories")
     b = sub.add_parser("build", help="build the kernels for one or more architectures")
     b.add_argument("--arch", action="append", help=f"one of {', '.join(arch.ARCHES)} (default: all)")
     im = sub.add_parser("images", help="build the guest images (Linux + initramfs with the kernels)")
@@ -222,6 +226,12 @@ def main(argv: list[str] | None = None) -> int:
             return _exit_status(run)
         if args.command == "report":
             return cmd_report(args.run_id)
+        if args.command == "fidelity":
+            from trapline.report import fidelity
+            from trapline.cite import resolve  # a run id, latest or a run directory
+            runs = [report.load(resolve(r))[3] for r in (args.runs or [None])]
+            sys.stdout.write(fidelity.markdown(fidelity.merge(runs)))
+            return 0
         if args.command == "build":
             arches = [arch.get(a).name for a in args.arch or list(arch.ARCHES)]
             ctx = RunContext.make()
