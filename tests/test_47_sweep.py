@@ -125,7 +125,14 @@ def test_distributed_sweep_survives_a_killed_worker(embedded, tmp_path):
     results = tmp_path / "results"
     sweep = None
     try:
-        time.sleep(1.0)
+        deadline = time.monotonic() + 90  # the scheduler listening (slow to start on a busy machine)
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=2).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and procs[0].poll() is None, "dask scheduler did not start"
+                time.sleep(0.2)
         a = _dask("worker", sched, "--nthreads", "1", "--no-nanny", "--host", "127.0.0.1",
                   "--worker-port", str(pa), "--no-dashboard", "--death-timeout", "120")
         b = _dask("worker", sched, "--nthreads", "1", "--no-nanny", "--host", "127.0.0.1",
