@@ -288,3 +288,18 @@ def test_a_bad_combination_of_machine_fields_is_named(results_dir):
     assert "sweep point tlb.dtlb.entries=8 tlb.dtlb.assoc=16:" in r.stderr, r.stderr
     assert "multiple of its associativity" in r.stderr
     assert not results_dir.exists()
+
+
+def test_a_failed_point_is_a_row_and_is_computed_again_by_the_next_sweep(results_dir):
+    """A time limit of 0.3 s (each of these kernels runs a second or more under the model)
+    fails both points (status failed, exit 1); a failure is not cached: the same sweep
+    again computes both again."""
+    argv = ["sweep", "loop-order", "--quick", "--set", "rows=2048,4096", "--set", "cols=2048", "--timeout", "0.3",
+            "--workers", "2"]
+    for _ in range(2):
+        r = trapline(*argv, timeout=300)
+        assert r.returncode == 1, r.stderr[-3000:]
+        assert "0 in the store, 2 to compute" in r.stderr, r.stderr[-3000:]
+        rows = _rows(_sweep_dir(results_dir, r.stdout))
+        assert [x["status"] for x in rows] == ["failed", "failed"] and all(x["computed_now"] for x in rows)
+    assert len(_store(results_dir)) == 2

@@ -112,7 +112,7 @@ def run(exp_id: str, point_sets: list[dict[str, str]], platform: str | None = No
     store = points_mod.Store(sroot / STORE)
     todo, seen = [], set()
     for s in specs:
-        if store.get(s["hash"]) is None and s["hash"] not in seen:
+        if not store.reusable(s["hash"]) and s["hash"] not in seen:
             todo.append(s)
             seen.add(s["hash"])
     cached = len(specs) - len(todo)

@@ -122,9 +122,15 @@ class Store:
             return None  # absent, or damaged: computed again
         return rec if rec.get("hash") == h and isinstance(rec.get("entry"), dict) else None
 
+    def reusable(self, h: str) -> bool:
+        """A stored point that a sweep takes as it is: one that did not fail (a failure, such as a
+        time limit hit on a loaded machine, is computed again by the next sweep)."""
+        rec = self.get(h)
+        return rec is not None and rec["entry"].get("status") != "failed"
+
     def put(self, rec: dict, raw: str) -> bool:
-        """Store a finished point once: False when it was there already."""
-        if self.get(rec["hash"]) is not None:
+        """Store a finished point once: False when it was there already (a failed one is replaced)."""
+        if self.reusable(rec["hash"]):
             return False
         results.atomic_write(self.path / f"{rec['hash']}.log", raw)
         results.atomic_json(self.file(rec["hash"]), rec)
