@@ -217,6 +217,7 @@ def test_rerun_computes_nothing_and_an_extended_grid_only_the_new_points(embedde
     assert c.returncode == 0, c.stderr
     import hashlib
     assert hashlib.sha256((d / "manifest.json").read_bytes()).hexdigest() in c.stdout.replace("\n", " ")
+    assert "@misc{trapline-sweep-" in c.stdout and "results: sweep " in c.stdout, c.stdout
 
 
 def test_an_interrupted_sweep_resumes_with_the_points_it_stored(tmp_path):

@@ -53,7 +53,7 @@ def zenodo_metadata(sw: cite.Software, rec: cite.RunRecord) -> dict:
     args = rec.manifest.get("args", {})
     exps = args.get("experiments") or []
     return {
-        "title": f"trapline results: run {rec.run_id}",
+        "title": f"trapline results: {rec.kind} {rec.run_id}",
         "upload_type": "dataset",
         "description": (f"Results of trapline {rec.version} (git commit {rec.commit}"
                         f"{', with uncommitted changes' if rec.dirty else ''}), made by <code>{rec.command}</code> "

@@ -127,6 +127,7 @@ class RunRecord:
     """What identifies one finished run (or sweep) directory."""
     path: Path
     run_id: str
+    kind: str  # "run" or "sweep" (the manifest's kind)
     date: str  # YYYY-MM-DD (when it finished)
     command: str  # as the user typed it
     commit: str  # the trapline commit that made it
@@ -165,7 +166,8 @@ def record(path: Path) -> RunRecord:
     sums = directory_sums(path)
     git = manifest.get("git", {})
     when = str(manifest.get("finished") or manifest.get("started") or "")[:10]
-    return RunRecord(path=path, run_id=str(manifest.get("run_id", path.name)), date=when,
+    return RunRecord(path=path, run_id=str(manifest.get("run_id", path.name)),
+                     kind="sweep" if manifest.get("kind") == "sweep" else "run", date=when,
                      command=command_line(manifest), commit=str(git.get("commit", "unknown")),
                      dirty=bool(git.get("dirty")), version=str(manifest.get("trapline", "?")),
                      manifest_sha256=sums["manifest.json"], content_sha256=content_hash(sums),
@@ -209,13 +211,13 @@ def software_entry(sw: Software, git: dict) -> str:
 def run_entry(sw: Software, rec: RunRecord) -> str:
     """@misc for one run or sweep directory, identified by its hashes."""
     dirty = " (with uncommitted changes)" if rec.dirty else ""
-    note = (f"trapline run {rec.run_id}, made by `{rec.command}' with trapline {rec.version} at git commit "
+    note = (f"trapline {rec.kind} {rec.run_id}, made by `{rec.command}' with trapline {rec.version} at git commit "
             f"{rec.commit}{dirty}. Content sha256 {rec.content_sha256} (the sha256 of the SHA256SUMS of the "
-            f"run's files); manifest.json sha256 {rec.manifest_sha256}.")
-    return _entry("misc", _key(f"trapline-run-{rec.run_id}"), {
-        "author": _authors(sw), "title": tex(f"trapline results: run {rec.run_id}"),
+            f"{rec.kind}'s files); manifest.json sha256 {rec.manifest_sha256}.")
+    return _entry("misc", _key(f"trapline-{rec.kind}-{rec.run_id}"), {
+        "author": _authors(sw), "title": tex(f"trapline results: {rec.kind} {rec.run_id}"),
         "year": rec.date[:4], "month": rec.date[5:7].lstrip("0"), "date": rec.date,
-        "howpublished": tex(f"trapline {rec.version} run directory {rec.run_id}"), "note": tex(note)})
+        "howpublished": tex(f"trapline {rec.version} {rec.kind} directory {rec.run_id}"), "note": tex(note)})
 
 
 def bibtex(run: str | None = None) -> str:
