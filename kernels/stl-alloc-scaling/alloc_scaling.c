@@ -25,7 +25,13 @@
  * short critical sections and no more threads than CPUs is always; no
  * futex, so the timing model's lockstep lane orders it exactly).
  * Key capacity=off skips the parallel-capacity measurement (the model lane:
- * it would be hundreds of millions of modelled instructions).
+ * it would be hundreds of millions of modelled instructions). Key
+ * prestart=on starts and joins one idle thread before measuring: under the
+ * timing model's lockstep (model/plugin/contention.c) the turns begin at the
+ * first region marker, and QEMU's one flush of its translations when a
+ * process gets its first extra thread must happen before then (the 50 ms
+ * sleep before the join lets the idle thread exit first, so that the join
+ * runs the same code every time and the region starts from the same state).
  *
  * Samples: ops = iterations, ns = wall time of the whole loop for T threads
  * (thread creation and join included: tens of microseconds). Params:
@@ -39,7 +45,8 @@ TL_ARGS({"allocator", "pool-lock", "[choice] pool-lock|glibc"},
         {"threads", "1", "[int 1..256] threads sharing the loop (1..256)"},
         {"iterations", "10000000", "[int 1..1000000000000] N: vector create/push/destroy iterations in all (quick: 200000)"},
         {"lock", "adaptive", "[choice] pool-lock mutex kind: adaptive|plain|spin"},
-        {"capacity", "on", "[choice] with threads > 1, first measure the parallel capacity: on|off"});
+        {"capacity", "on", "[choice] with threads > 1, first measure the parallel capacity: on|off"},
+        {"prestart", "off", "[choice] start and join one idle thread before measuring: on|off"});
 
 /* ------------------------------------------------ pool-lock allocator */
 
@@ -294,6 +301,14 @@ int main(int argc, char **argv)
         double one = spin_ns(1, spin), all = spin_ns((int)threads, spin);
         tl_info("parallel_capacity=%.2f threads=%lld spin_1thread_ns=%.0f spin_allthreads_ns=%.0f",
                 threads * one / all, threads, one, all);
+    }
+
+    if (!strcmp(tl_choice(args, "prestart", "on|off"), "on")) {
+        pthread_t idle;
+        if (pthread_create(&idle, NULL, spin_main, &(uint64_t){0}))
+            tl_fail("prestart: pthread_create failed");
+        usleep(50000); /* it has surely exited: the join finds it gone, the same code every time */
+        pthread_join(idle, NULL);
     }
 
     struct ctx c = {.threads = (int)threads, .iterations = (uint64_t)iterations};

@@ -54,6 +54,7 @@
 #include "model.h"
 
 enum { ST_NONE, ST_READY, ST_RUN, ST_SYS, ST_BLOCKED, ST_GONE };
+static const char *const st_name[] = {"none", "ready", "running", "syscall", "blocked", "gone"};
 
 typedef struct {
     int st;
@@ -63,6 +64,7 @@ typedef struct {
     uint64_t futex_addr; /* BLOCKED: the address waited on */
     uint64_t tid_addr[2]; /* candidates for the clear-child-tid address (clone's 4th and 5th argument) */
     uint64_t syncs, switches;
+    bool fresh; /* created, has not had the turn yet: its first block waits at its start clock */
 } Sync;
 
 static Sync sy[MAX_VCPUS];
@@ -92,6 +94,24 @@ static struct {
 } events[EVENTS];
 
 static int64_t nr_futex, nr_exit, nr_exit_group, nr_clone, nr_clone3;
+/* the turns begin at the first region marker (any vCPU's): before it threads
+ * run freely (their states are tracked), so that QEMU's one flush of every
+ * translation when the first extra thread starts (linux-user do_fork,
+ * CF_PARALLEL; safe work, run in an exclusive section that waits for every
+ * vCPU to leave its execution loop) happens while nobody waits for a turn
+ * inside that loop. A kernel that runs threads in its measured region starts
+ * one before it (stl-alloc-scaling: a warm-up repetition). */
+static bool active;
+
+static bool is_active(unsigned vi)
+{
+    if (LIKELY(__atomic_load_n(&active, __ATOMIC_RELAXED)))
+        return true;
+    if (!vcpus[vi]->any_marker)
+        return false;
+    __atomic_store_n(&active, true, __ATOMIC_RELAXED);
+    return true;
+}
 
 static inline uint64_t clock_of(unsigned vi)
 {
@@ -143,9 +163,14 @@ static void acquire(unsigned vi)
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += 10;
         if (pthread_cond_timedwait(&cv, &mu, &ts) == ETIMEDOUT) {
-            if (!timeouts++)
+            if (!timeouts++) {
                 fprintf(stderr, "trapline-model: lockstep: vCPU %u waited 10 s for its turn; it runs anyway "
-                                "(the run is no longer deterministic: lockstep.timeouts)\n", vi);
+                                "(the run is no longer deterministic: lockstep.timeouts); holder %d, vCPUs:", vi,
+                        holder);
+                for (unsigned u = 0; u < n_sy; u++)
+                    fprintf(stderr, " %u:%s@%" PRIu64, u, st_name[sy[u].st], sy[u].clk);
+                fprintf(stderr, "\n");
+            }
             break;
         }
     }
@@ -184,10 +209,23 @@ static void lk_tb(unsigned int vi, void *ud)
     if (UNLIKELY(!vcpus[vi]))
         return;
     Sync *s = &sy[vi];
+    if (UNLIKELY(!is_active(vi))) {
+        s->fresh = false; /* ran before the turns began: its clock is its counters' */
+        return;
+    }
     uint64_t insns = vcpus[vi]->c.insns;
     if (LIKELY(s->st == ST_RUN && insns < s->next_sync))
         return;
     s->next_sync = insns + cfg.sync_quantum;
+    if (UNLIKELY(s->fresh)) {
+        /* a new thread's first block (already counted by tb_exec) waits at the
+         * clock it was created at */
+        pthread_mutex_lock(&mu);
+        s->fresh = false;
+        acquire(vi);
+        pthread_mutex_unlock(&mu);
+        return;
+    }
     sync_point(vi);
 }
 
@@ -195,7 +233,7 @@ static void lk_tb(unsigned int vi, void *ud)
 static void lk_insn(unsigned int vi, void *ud)
 {
     (void)ud;
-    if (vcpus[vi])
+    if (vcpus[vi] && is_active(vi))
         sync_point(vi);
 }
 
@@ -204,7 +242,7 @@ static void lk_insn(unsigned int vi, void *ud)
 static void lk_mem(unsigned int vi, qemu_plugin_meminfo_t info, uint64_t vaddr, void *ud)
 {
     (void)ud;
-    if (((info >> 16) & 3) == 2 || !vcpus[vi]) /* the write half of a split RMW */
+    if (((info >> 16) & 3) == 2 || !vcpus[vi] || !is_active(vi)) /* the write half of a split RMW */
         return;
     VCpu *v = vcpus[vi];
     uint64_t line = (vaddr >> l1d_shift) + 1;
@@ -257,6 +295,12 @@ static void lk_syscall(qemu_plugin_id_t id, unsigned int vi, int64_t num, uint64
     pthread_mutex_unlock(&mu);
 }
 
+/* Back from a system call: the vCPU takes its turn at its next block (lk_tb),
+ * not here. QEMU may have safe work queued for it (linux-user's do_fork flushes
+ * every translation when the first extra thread starts, CF_PARALLEL), which it
+ * runs before that block in an exclusive section that waits for every other
+ * vCPU to leave its execution loop; a vCPU holding the turn there would
+ * deadlock with one waiting for the turn inside its loop. */
 static void lk_syscall_ret(qemu_plugin_id_t id, unsigned int vi, int64_t num, int64_t ret)
 {
     (void)id, (void)num, (void)ret;
@@ -270,7 +314,7 @@ static void lk_syscall_ret(qemu_plugin_id_t id, unsigned int vi, int64_t num, in
             vcpus[vi]->c.wait_cycles += woken - now;
     }
     s->clk = clock_of(vi);
-    acquire(vi);
+    release(vi, ST_READY);
     pthread_mutex_unlock(&mu);
 }
 
@@ -288,6 +332,7 @@ void contention_vcpu_init(unsigned vi)
     s->tid_addr[0] = n_sy ? spawn_tid[0] : 0;
     s->tid_addr[1] = n_sy ? spawn_tid[1] : 0;
     s->next_sync = 0;
+    s->fresh = true;
     s->st = ST_READY;
     if (vi + 1 > n_sy)
         n_sy = vi + 1;
