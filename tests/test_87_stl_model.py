@@ -143,7 +143,8 @@ def test_lockstep_off_prints_nothing_new_and_bad_values_are_named(prog, tmp_path
     g, r = _sim(prog, tmp_path)
     assert "lockstep" not in g and all("contention" not in x for x in r.values())
     out = tmp_path / "s.json"
-    for bad, word in (("lockstep=maybe", "lockstep"), ("sync_quantum=0", "sync_quantum")):
+    for bad, word in (("lockstep=maybe", "lockstep"), ("sync_quantum=0", "sync_quantum"),
+                      ("lockstep=on,fast_forward=1", "fast_forward=0")):
         p = subprocess.run([arch_table.get("x86_64").qemu_user, "-plugin",
                             ",".join([str(plugin_path()), f"out={out}", bad]), str(prog), "1", "10"],
                            capture_output=True, text=True, timeout=60)

@@ -10,6 +10,8 @@
  *   traps.c           prefetches, register windows and the SPARC progress audit
  *   decode.c          x86, sparc64 and ARM instruction decoding, region markers
  *   stats.c           counters, regions and the stats JSON
+ *   contention.c      lockstep=on: threads on several vCPUs in the order of their
+ *                     modelled clocks, lock-line hand-offs (off: nothing of it runs)
  */
 #ifndef TRAPLINE_MODEL_H
 #define TRAPLINE_MODEL_H
