@@ -24,6 +24,7 @@ def _entry(results_dir):
 def test_one_lock_does_not_scale_per_thread_allocation_does_and_reruns_agree(results_dir):
     e = _entry(results_dir)
     assert e["rests_on"] == "prediction" and e["platform_facts"]["machine"] == "ultrasparc-t1"
+    assert e["platform_facts"]["lockstep"] is True and e["platform_facts"]["deterministic"] is False
     f = {x["name"].split(" (")[0]: x["value"] for x in e["figures"]}
     # one lock: a second thread buys nothing (the model's 2 threads take at least the 1-thread time)
     assert e["reproduced"] <= 1.0 and e["status"] == "reproduced", e["note"]
