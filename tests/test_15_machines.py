@@ -217,6 +217,8 @@ def test_plugin_args_are_exactly_the_contract():
         if "numa" in m.data:  # the NUMA options follow mem_lat
             i = keys.index("mem_lat") + 1
             keys[i:i] = ["numa_nodes", "numa_lat", "numa_interleave"]
+        if "coherence" in m.data:  # the lockstep lane's hand-off latency, the last option
+            keys.append("transfer_lat")
         assert [x.split("=", 1)[0] for x in a] == keys, name
         d = args(m)
         float(d["cpi"])

@@ -770,7 +770,9 @@ def test_the_table_maps_every_machine_as_the_hand_written_mapping_did():
     assert len(golden) >= 10
     for case in golden:
         m = M.load(case["machine"], case["sets"])
-        assert P.args(m) == case["plugin_args"], (case["machine"], case["sets"])
+        # transfer_lat (coherence.transfer_latency, the lockstep lane's) came after that mapping
+        assert [a for a in P.args(m) if not a.startswith("transfer_lat=")] == case["plugin_args"], \
+            (case["machine"], case["sets"])
 
 
 def test_every_machine_option_is_in_range():

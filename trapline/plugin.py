@@ -251,6 +251,10 @@ COUNTERS: tuple[Counter, ...] = (
     Counter("model_memory_reads", "memory_reads_by_node", "sum", "reads that reached memory, all nodes"),
     Counter("model_memory_writes", "memory_writes_by_node", "sum", "writes that reached memory, all nodes"),
     Counter("model_memory_reads_node{}", "memory_reads_by_node", "each", "reads that reached memory, by node"),
+    Counter("model_wait_cycles", "contention.wait_cycles", "if-present",
+            "lockstep=on: cycles the region's vCPU waited for others (lock-line hand-offs, a join); in model_cycles"),
+    Counter("model_handoffs", "contention.handoffs", "if-present",
+            "lockstep=on: locked read-modify-writes of a line another vCPU's last locked RMW held"),
 )
 
 

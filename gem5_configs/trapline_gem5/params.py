@@ -524,6 +524,9 @@ def from_machine(machine: Any, mem_size: str = MEM_SIZE) -> Gem5Params:
         if f"atomics.{k}" in leaves(data):
             note(f"atomics.{k}", "QEMU-model-only: gem5 times a locked read-modify-write by its CPU model and cache "
                                  "protocol; no parameter charges a fixed lock or bus-lock (split lock) cost")
+    if "coherence.transfer_latency" in leaves(data):
+        note("coherence.transfer_latency", "QEMU-model-only: the lockstep lane's lock-line hand-off between vCPUs "
+                                          "(model/plugin/contention.c); gem5's cache protocol times coherence itself")
     for k in ("semantics", "trap_cost"):
         if f"prefetch.{k}" in leaves(data):
             note(f"prefetch.{k}", "QEMU-model-only: whether a software prefetch that misses the TLB walks, traps or "

@@ -19,7 +19,19 @@
  *              shared lock on this path.
  * Key lock= (pool-lock only): adaptive (default; PTHREAD_MUTEX_ADAPTIVE_NP
  * spins briefly before sleeping, like Solaris' adaptive mutexes that
- * stlport used there) or plain (the default glibc mutex).
+ * stlport used there), plain (the default glibc mutex) or spin (a
+ * test-and-test-and-set lock taken and released by an atomic exchange:
+ * what a Solaris adaptive mutex does while its owner is running, which with
+ * short critical sections and no more threads than CPUs is always; no
+ * futex, so the timing model's lockstep lane orders it exactly).
+ * Key capacity=off skips the parallel-capacity measurement (the model lane:
+ * it would be hundreds of millions of modelled instructions). Key
+ * prestart=on starts and joins one idle thread before measuring: under the
+ * timing model's lockstep (model/plugin/contention.c) the turns begin at the
+ * first region marker, and QEMU's one flush of its translations when a
+ * process gets its first extra thread must happen before then (the 50 ms
+ * sleep before the join lets the idle thread exit first, so that the join
+ * runs the same code every time and the region starts from the same state).
  *
  * Samples: ops = iterations, ns = wall time of the whole loop for T threads
  * (thread creation and join included: tens of microseconds). Params:
@@ -32,7 +44,9 @@
 TL_ARGS({"allocator", "pool-lock", "[choice] pool-lock|glibc"},
         {"threads", "1", "[int 1..256] threads sharing the loop (1..256)"},
         {"iterations", "10000000", "[int 1..1000000000000] N: vector create/push/destroy iterations in all (quick: 200000)"},
-        {"lock", "adaptive", "[choice] pool-lock mutex kind: adaptive|plain"});
+        {"lock", "adaptive", "[choice] pool-lock mutex kind: adaptive|plain|spin"},
+        {"capacity", "on", "[choice] with threads > 1, first measure the parallel capacity: on|off"},
+        {"prestart", "off", "[choice] start and join one idle thread before measuring: on|off"});
 
 /* ------------------------------------------------ pool-lock allocator */
 
@@ -47,6 +61,26 @@ union pool_node {
 };
 
 static pthread_mutex_t pool_lock;
+static int use_spin, spin_word; /* lock=spin */
+
+static inline void pool_take(void)
+{
+    if (!use_spin) {
+        pthread_mutex_lock(&pool_lock);
+        return;
+    }
+    while (__atomic_exchange_n(&spin_word, 1, __ATOMIC_ACQUIRE))
+        while (__atomic_load_n(&spin_word, __ATOMIC_RELAXED))
+            ;
+}
+
+static inline void pool_give(void)
+{
+    if (use_spin) /* an atomic exchange, as glibc's lll_unlock */
+        __atomic_exchange_n(&spin_word, 0, __ATOMIC_RELEASE);
+    else
+        pthread_mutex_unlock(&pool_lock);
+}
 static union pool_node *pool_free[POOL_NLISTS];
 static char *pool_chunk, *pool_chunk_end; /* carved into nodes on refill */
 
@@ -87,12 +121,12 @@ __attribute__((noinline)) static void *pool_alloc(size_t n)
         return malloc(n);
     size_t sz = (n + POOL_ALIGN - 1) & ~(size_t)(POOL_ALIGN - 1);
     size_t idx = sz / POOL_ALIGN - 1;
-    pthread_mutex_lock(&pool_lock);
+    pool_take();
     if (!pool_free[idx])
         pool_refill(idx, sz);
     union pool_node *node = pool_free[idx];
     pool_free[idx] = node->next;
-    pthread_mutex_unlock(&pool_lock);
+    pool_give();
     return node;
 }
 
@@ -104,10 +138,10 @@ __attribute__((noinline)) static void pool_dealloc(void *p, size_t n)
     }
     size_t idx = ((n + POOL_ALIGN - 1) & ~(size_t)(POOL_ALIGN - 1)) / POOL_ALIGN - 1;
     union pool_node *node = p;
-    pthread_mutex_lock(&pool_lock);
+    pool_take();
     node->next = pool_free[idx];
     pool_free[idx] = node;
-    pthread_mutex_unlock(&pool_lock);
+    pool_give();
 }
 
 /* ------------------------------------------------------------ vector */
@@ -249,22 +283,32 @@ int main(int argc, char **argv)
 {
     struct tl_opts o = tl_start("stl-alloc-scaling", argc, argv, args);
     const char *allocator = tl_choice(args, "allocator", "pool-lock|glibc");
-    const char *lock = tl_choice(args, "lock", "adaptive|plain");
+    const char *lock = tl_choice(args, "lock", "adaptive|plain|spin");
+    int capacity = !strcmp(tl_choice(args, "capacity", "on|off"), "on");
     long long threads = tl_int(args, "threads"), iterations = tl_quick_int(args, "iterations", o.quick, 200000);
     if (threads < 1 || threads > 256 || iterations < threads)
         tl_fail("need 1 <= threads <= 256 and iterations >= threads");
     use_pool = !strcmp(allocator, "pool-lock");
     if (use_pool)
         pool_init(!strcmp(lock, "adaptive"));
+    use_spin = !strcmp(lock, "spin");
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     tl_header("allocator=%s threads=%lld cpus_online=%ld iterations=%lld", allocator, threads, cpus, iterations);
 
-    if (threads > 1) {
+    if (threads > 1 && capacity) {
         uint64_t spin = o.quick ? 2000000 : 20000000;
         spin_ns(1, spin / 10); /* warm up */
         double one = spin_ns(1, spin), all = spin_ns((int)threads, spin);
         tl_info("parallel_capacity=%.2f threads=%lld spin_1thread_ns=%.0f spin_allthreads_ns=%.0f",
                 threads * one / all, threads, one, all);
+    }
+
+    if (!strcmp(tl_choice(args, "prestart", "on|off"), "on")) {
+        pthread_t idle;
+        if (pthread_create(&idle, NULL, spin_main, &(uint64_t){0}))
+            tl_fail("prestart: pthread_create failed");
+        usleep(50000); /* it has surely exited: the join finds it gone, the same code every time */
+        pthread_join(idle, NULL);
     }
 
     struct ctx c = {.threads = (int)threads, .iterations = (uint64_t)iterations};

@@ -10,6 +10,8 @@
  *   traps.c           prefetches, register windows and the SPARC progress audit
  *   decode.c          x86, sparc64 and ARM instruction decoding, region markers
  *   stats.c           counters, regions and the stats JSON
+ *   contention.c      lockstep=on: threads on several vCPUs in the order of their
+ *                     modelled clocks, lock-line hand-offs (off: nothing of it runs)
  */
 #ifndef TRAPLINE_MODEL_H
 #define TRAPLINE_MODEL_H
@@ -109,10 +111,16 @@ typedef struct {
     uint64_t other_faults;
     uint64_t exceptions[8]; /* system mode: ARM entries by vector (0x00 reset .. 0x1c FIQ) / 4;
                              * sparc64 trap-table entries by kind (enum trap_kind) */
+    uint64_t wait_cycles, handoffs; /* lockstep=on (contention.c): cycles spent waiting for another vCPU
+                                     * (a lock line's hand-off, a join), and the hand-offs */
 } Counters;
 
 #define NCOUNTERS (sizeof(Counters) / sizeof(uint64_t))
 
+/* the parts of a region's cycles (cycles_breakdown; CYC_WAIT only with lockstep=on) */
+enum cyc_part { CYC_BASE, CYC_IFETCH, CYC_DATA, CYC_TLB, CYC_STRADDLE, CYC_UNAL_HW, CYC_UNAL_TRAP, CYC_LOCK, CYC_PF,
+                CYC_WIN, CYC_ENTRY, CYC_WAIT, CYC_NPARTS };
+uint64_t counters_cycles(const Counters *c, uint64_t *parts); /* stats.c; parts may be NULL */
 void counters_sub(Counters *r, const Counters *a, const Counters *b);
 void counters_add(Counters *r, const Counters *a);
 
@@ -363,6 +371,15 @@ void sput(Str *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void put_json_string(Str *s, const char *v);
 void put_options(Str *s);
 void region_close(VCpu *v, const Counters *now, uint8_t why);
+
+/* ------------------------------------------------------------ contention.c (lockstep=on) */
+
+int contention_install(qemu_plugin_id_t id); /* after the options are validated; 0 or -1 (failed) */
+void contention_vcpu_init(unsigned vi);
+void contention_tb_trans(struct qemu_plugin_tb *tb, const TBDesc *t);
+void contention_put_stats(Str *s, const Counters *c, uint64_t wait, const char *ind);
+void contention_put_run(Str *s);
+
 void plugin_exit(qemu_plugin_id_t id, void *p);
 
 #endif

@@ -89,9 +89,11 @@ static void put_lower(Str *s, const char *ind, const char *name, bool present, u
          ind, name, rh + rm + wh + wm, rh + wh, rm + wm, rh, rm, wh, wm, wb);
 }
 
-static void put_stats(Str *s, const Counters *c, const char *ind)
+/* cycles: cpi * instructions + every penalty (docs/model.md); p[] receives the
+ * breakdown (enum cyc_part) when not NULL. contention.c reads a vCPU's clock
+ * through it. */
+uint64_t counters_cycles(const Counters *c, uint64_t *p)
 {
-    /* cycles: cpi * instructions + every penalty (docs/model.md) */
     uint64_t base = (uint64_t)llround(cfg.cpi * (double)c->insns);
     uint64_t l1i_mem = c->l1i_misses - c->l1i_miss_l2hit - c->l1i_miss_l3hit;
     uint64_t d_rmiss = c->l1d_load_misses + (cfg.l1d_write ? 0 : c->l1d_store_misses);
@@ -118,7 +120,22 @@ static void put_stats(Str *s, const Counters *c, const char *ind)
         entries += c->exceptions[k];
     uint64_t cyc_entry = entries * cfg.trap_entry;
     uint64_t cycles = base + cyc_ifetch + cyc_data + cyc_tlb + cyc_straddle + cyc_unal_hw + cyc_unal_trap +
-                      cyc_lock + cyc_pf + cyc_win + cyc_entry;
+                      cyc_lock + cyc_pf + cyc_win + cyc_entry + c->wait_cycles;
+    if (p) {
+        uint64_t parts[CYC_NPARTS] = {base, cyc_ifetch, cyc_data, cyc_tlb, cyc_straddle, cyc_unal_hw,
+                                      cyc_unal_trap, cyc_lock, cyc_pf, cyc_win, cyc_entry, c->wait_cycles};
+        memcpy(p, parts, sizeof parts);
+    }
+    return cycles;
+}
+
+static void put_stats(Str *s, const Counters *c, const char *ind)
+{
+    uint64_t p[CYC_NPARTS];
+    uint64_t cycles = counters_cycles(c, p);
+    uint64_t base = p[CYC_BASE], cyc_ifetch = p[CYC_IFETCH], cyc_data = p[CYC_DATA], cyc_tlb = p[CYC_TLB],
+             cyc_straddle = p[CYC_STRADDLE], cyc_unal_hw = p[CYC_UNAL_HW], cyc_unal_trap = p[CYC_UNAL_TRAP],
+             cyc_lock = p[CYC_LOCK], cyc_pf = p[CYC_PF], cyc_win = p[CYC_WIN], cyc_entry = p[CYC_ENTRY];
 
     sput(s, "%s\"instructions\": %" PRIu64 ",\n", ind, c->insns);
     sput(s, "%s\"cycles\": %" PRIu64 ",\n", ind, cycles);
@@ -129,6 +146,8 @@ static void put_stats(Str *s, const Counters *c, const char *ind)
          ", \"window_trap\": %" PRIu64 ", \"trap_entry\": %" PRIu64 "},\n",
          ind, base, cyc_ifetch, cyc_data, cyc_tlb, cyc_straddle, cyc_unal_hw, cyc_unal_trap, cyc_lock, cyc_pf,
          cyc_win, cyc_entry);
+    if (cfg.lockstep) /* contention.c: the lock hand-offs and the waits of the timeline */
+        contention_put_stats(s, c, p[CYC_WAIT], ind);
     sput(s, "%s\"l1i\": {\"accesses\": %" PRIu64 ", \"hits\": %" PRIu64 ", \"misses\": %" PRIu64 "},\n", ind,
          c->l1i_hits + c->l1i_misses, c->l1i_hits, c->l1i_misses);
     sput(s,
@@ -224,6 +243,8 @@ void plugin_exit(qemu_plugin_id_t id, void *p)
     put_json_string(&s, target_name);
     sput(&s, ",\n  \"system_emulation\": %s,\n", system_mode ? "true" : "false");
     put_options(&s);
+    if (cfg.lockstep)
+        contention_put_run(&s);
     sput(&s, "  \"roi_markers\": %s,\n", any_marker ? "true" : "false");
     sput(&s, "  \"regions\": [");
     bool first = true;

@@ -121,6 +121,7 @@ static void vcpu_init(qemu_plugin_id_t id, unsigned int vi)
         __atomic_store_n(&vcpus[vi], v, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&vcpu_lock);
+    contention_vcpu_init(vi); /* lockstep=on only */
 }
 
 /* ------------------------------------------------------------ callbacks */
@@ -465,6 +466,7 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         if (d->special || d->tail)
             qemu_plugin_register_vcpu_insn_exec_cb(insn, special_exec, QEMU_PLUGIN_CB_NO_REGS, d);
     }
+    contention_tb_trans(tb, t); /* lockstep=on only: its own callbacks, after these */
 }
 
 /* ------------------------------------------------------------ install */
@@ -521,5 +523,5 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     qemu_plugin_register_vcpu_init_cb(id, vcpu_init);
     qemu_plugin_register_vcpu_tb_trans_cb(id, tb_trans);
     qemu_plugin_register_atexit_cb(id, plugin_exit, NULL);
-    return 0;
+    return contention_install(id); /* lockstep=on only */
 }

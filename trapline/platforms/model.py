@@ -49,11 +49,12 @@ GUEST_TIMEOUT_S = {True: 600, False: 2400}  # quick, full
 
 
 def simulate(arch: str, plugin: Path, machine: machines.Machine, argv: list[str], timeout: float = TIMEOUT_S,
-             cwd: Path | None = None) -> tuple[dict, str, str, int | None]:
-    """Run argv under qemu-<arch> with the model; returns (stats, stdout, stderr, status)."""
+             cwd: Path | None = None, extra: list[str] | tuple[str, ...] = ()) -> tuple[dict, str, str, int | None]:
+    """Run argv under qemu-<arch> with the model (extra: more plugin options, the lane's own, e.g.
+    lockstep=on); returns (stats, stdout, stderr, status)."""
     with tempfile.TemporaryDirectory(prefix="trapline-model-") as tmp:
         out = Path(tmp) / "stats.json"
-        opts = ",".join([str(plugin), f"arch={arch}", f"out={out}"] + plugin_args(machine))
+        opts = ",".join([str(plugin), f"arch={arch}", f"out={out}"] + plugin_args(machine) + list(extra))
         a = arch_table.get(arch)
         cmd = [a.qemu_user, "-plugin", opts]
         if a.sysroot:
@@ -112,7 +113,7 @@ class ModelPlatform(Platform):
             shown.append([f"{exp.kernel}/{r['binary']}"] + argv[1:])
             log(f"{exp.id} [{i + 1}/{len(spec['runs'])}] {' '.join(shown[-1])}")
             stats, so, se, status = simulate(arch, plugin, m, argv, ctx.timeout_for(r.get("timeout_s", TIMEOUT_S)),
-                                             cwd=bindir)
+                                             cwd=bindir, extra=["lockstep=on"] if spec.get("lockstep") else [])
             raw.append(f"$ {' '.join(shown[-1])}\n{so}{se}\n--- model stats ---\n{json.dumps(stats, indent=1)}")
             err = None
             if status is None:
@@ -131,6 +132,8 @@ class ModelPlatform(Platform):
         hashes = {f"{exp.kernel}/{k}": v for k, v in build.binary_hashes(bindir).items()}
         run = PlatformRun(output, "\n".join(raw), shown, binaries=hashes, seconds=time.monotonic() - t0)
         run.facts = machine_facts(exp, m, regions_total)
+        if spec.get("lockstep"):  # the clocks order the threads, but a few host races remain (docs/model.md)
+            run.facts.update(lockstep=True, deterministic=False)
         return run
 
     def _run_guest(self, exp, m: machines.Machine, kset: dict[str, str], t0: float) -> PlatformRun:
