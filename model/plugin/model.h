@@ -252,6 +252,8 @@ extern const char *target_name;
 extern FILE *trace_fp;
 
 void tlb_access(VCpu *v, Array *t, uint64_t vpn, uint64_t *miss);
+/* physfetch.c: the address whose line an instruction fetch uses (its virtual one unless fetch_phys) */
+uint64_t fetch_addr(const struct qemu_plugin_insn *insn, uint64_t vaddr);
 void l1i_fetch_line(VCpu *v, uint64_t line);
 void data_access_full(VCpu *v, uint64_t vaddr, uint64_t paddr, unsigned size, bool store, bool locked,
                       bool load_part);
@@ -338,6 +340,7 @@ typedef struct TBDesc {
     Run *irun, *prun;
     InsnDesc *insn;
     uint64_t *ivaddr; /* for the trace */
+    uint64_t fetch0; /* fetch_phys: the first instruction's fetch address (deduplication) */
     uint8_t *isize;
 } TBDesc;
 
