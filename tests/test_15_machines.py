@@ -212,6 +212,8 @@ def test_plugin_args_are_exactly_the_contract():
         if "numa" in m.data:  # the NUMA options follow mem_lat
             i = keys.index("mem_lat") + 1
             keys[i:i] = ["numa_nodes", "numa_lat", "numa_interleave"]
+        if m.has("caches.l2.indexed_by"):  # optional: fetches by physical line (fetch_phys), last
+            keys.append("fetch_phys")
         assert [x.split("=", 1)[0] for x in a] == keys, name
         d = args(m)
         float(d["cpi"])
