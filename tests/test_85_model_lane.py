@@ -230,7 +230,7 @@ def test_sensitivity_scales_a_parameter_and_reports_the_headline_change(results_
 
 
 @pytest.mark.parametrize("args, words", [
-    (["plt-itlb"], ["no model platform", "sparc-spill-fill"]),
+    (["stl-alloc-scaling"], ["no model platform", "sparc-spill-fill"]),  # (plt-itlb has one now)
     (["sparc-spill-fill", "--param", "nope"], ["--param nope", "memory.latency"]),
     (["sparc-spill-fill", "--factors", "0,2"], ["--factors", "positive"]),
     (["sparc-spill-fill", "--param", "caches.l1d.line", "--factors", "0.75"], ["caches.l1d.line", "power of two"]),
