@@ -252,6 +252,8 @@ COUNTERS: tuple[Counter, ...] = (
     Counter("model_memory_writes", "memory_writes_by_node", "sum", "writes that reached memory, all nodes"),
     Counter("model_memory_reads_node{}", "memory_reads_by_node", "each", "reads that reached memory, by node"),
     Counter("model_l1i_misses", "l1i.misses", "value", "L1I misses (instruction fetches)"),
+    Counter("model_context_switches", "context_switches", "if-present",
+            "sparc64 guest: address-space switches that emptied the model's TLBs (with ctx_switch=)"),
 )
 
 

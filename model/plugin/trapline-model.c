@@ -468,6 +468,12 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         qemu_plugin_register_vcpu_mem_cb(insn, mem_exec, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW, d);
         if (d->special || d->tail)
             qemu_plugin_register_vcpu_insn_exec_cb(insn, special_exec, QEMU_PLUGIN_CB_NO_REGS, d);
+        int64_t simm;
+        if (UNLIKELY(cfg.ctx_switch) && context_insn(qemu_plugin_insn_data(insn), qemu_plugin_insn_size(insn),
+                                                     qemu_plugin_insn_vaddr(insn), &simm))
+            /* (MEM_RW: registered with MEM_R, QEMU 7.2 never called it) */
+            qemu_plugin_register_vcpu_mem_cb(insn, context_mem, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW,
+                                             (void *)(intptr_t)simm);
     }
 }
 
