@@ -4,12 +4,16 @@
     run ID [--platform P] [--set k=v ...] [--quick] [--fresh]
     reproduce-all [--quick] [--platform P] [--fresh]
     report [RUN-ID]                        redraw a finished run's report
+    fidelity [RUN ...]                     the fidelity table of the runs' modelled figures, as markdown
     build [--arch A ...]                   build the kernels (cached)
     images [--arch A ...]                  build the guest images (cached)
     simulate --machine M [--set k=v ...] --arch A -- PROGRAM [ARGS]
                                            run any static program under the timing model
     sensitivity ID [--param PATH ...] [--factors 0.5,2] [--quick]
                                            the modelled headline against scaled machine parameters
+    sweep ID [--platform P] --set k=v1,v2 [--set k2=...] [--quick] [--machine M]
+             [--scheduler ADDRESS] [--workers N] [--fresh]
+                                           the experiment over a grid of values, on Dask (docs/sweeps.md)
     gem5 --machine M [--set k=v ...] [-o FILE]
                                            a machine as JSON for gem5_configs/run_se.py
     cite [RUN]                             BibTeX for trapline and a run (default: latest)
@@ -62,6 +66,13 @@ def _seconds(text: str) -> float:
     return v
 
 
+def _count(text: str) -> int:
+    """--workers: a positive whole number."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"--workers takes a positive whole number, not '{text}'")
+    return int(text)
+
+
 def _exit_status(run) -> int:
     """0 when every entry ran (reproduced, differs or not-applicable), 1 when any failed."""
     return 1 if run.summary["counts"].get("failed") else 0
@@ -88,6 +99,9 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="time limit of each command or guest boot")
     rp = sub.add_parser("report", help="redraw the report of a finished run")
     rp.add_argument("run_id", nargs="?", default=None)
+    fi = sub.add_parser("fidelity", help="modelled against claimed figures of one or more runs, as markdown "
+                                         "(a later run's entry wins; default: latest)")
+    fi.add_argument("runs", nargs="*", help="run ids, 'latest' or run directories")
     b = sub.add_parser("build", help="build the kernels for one or more architectures")
     b.add_argument("--arch", action="append", help=f"one of {', '.join(arch.ARCHES)} (default: all)")
     im = sub.add_parser("images", help="build the guest images (Linux + initramfs with the kernels)")
@@ -111,6 +125,20 @@ def parser() -> argparse.ArgumentParser:
     se.add_argument("--factors", default="0.5,2", help="comma-separated factors (default 0.5,2)")
     se.add_argument("--quick", action="store_true", help="small sizes")
     se.add_argument("--json", action="store_true", help="print the result as JSON instead of a table")
+    sw = sub.add_parser("sweep", help="run an experiment over the cartesian product of --set values, on Dask "
+                                      "(docs/sweeps.md)")
+    sw.add_argument("id")
+    sw.add_argument("--platform", help="the lane to sweep (default: model when the experiment has one)")
+    sw.add_argument("--set", action="append", default=[], metavar="KEY=V1,V2,...",
+                    help="a kernel argument or machine field and its values (';' between values that hold commas)")
+    sw.add_argument("--machine", help="model platform: a machine name or YAML file")
+    sw.add_argument("--quick", action="store_true", help="small sizes")
+    sw.add_argument("--scheduler", metavar="ADDRESS",
+                    help="a Dask scheduler, e.g. tcp://host:8786 (default: an embedded LocalCluster)")
+    sw.add_argument("--workers", type=_count, metavar="N",
+                    help="embedded: worker processes (default: this machine's cores); --scheduler: wait for N workers")
+    sw.add_argument("--fresh", action="store_true", help="a new sweep directory (stored points are still reused)")
+    sw.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="time limit of each command or guest boot")
     ci = sub.add_parser("cite", help="BibTeX for trapline and for a run (docs: README, 'Citing a result')")
     ci.add_argument("run", nargs="?", default=None, help="a run id, 'latest' (default) or a run directory")
     bu = sub.add_parser("bundle", help="a run as one tarball: its files, SHA256SUMS and .zenodo.json")
@@ -198,6 +226,12 @@ def main(argv: list[str] | None = None) -> int:
             return _exit_status(run)
         if args.command == "report":
             return cmd_report(args.run_id)
+        if args.command == "fidelity":
+            from trapline.report import fidelity
+            from trapline.cite import resolve  # a run id, latest or a run directory
+            runs = [report.load(resolve(r))[3] for r in (args.runs or [None])]
+            sys.stdout.write(fidelity.markdown(fidelity.merge(runs)))
+            return 0
         if args.command == "build":
             arches = [arch.get(a).name for a in args.arch or list(arch.ARCHES)]
             ctx = RunContext.make()
@@ -236,6 +270,13 @@ def main(argv: list[str] | None = None) -> int:
                                     args.quick, log=Progress(sys.stderr))
             print(json.dumps(res, indent=2) if args.json else sensitivity.table(res))
             return 0
+        if args.command == "sweep":
+            from trapline import sweep
+            g = sweep.grid.parse(args.set)
+            res = sweep.run(args.id, sweep.grid.product(g), args.platform, args.quick, args.machine,
+                            args.scheduler, args.workers, args.timeout, fresh=args.fresh, grid_spec=g)
+            print(res.path / "report.html")
+            return 1 if any(r["status"] == "failed" for r in res.rows) else 0
         if args.command == "gem5":
             from trapline import gem5
             gem5.write(args.machine, args.set, args.output)

@@ -66,6 +66,26 @@ def validate(steps: list[tuple], ctx: RunContext) -> None:
             platforms.get(pname, ctx).validate(exp)
 
 
+def run_entry(exp, pname: str, reason: str | None, ctx: RunContext) -> tuple[dict, str]:
+    """One experiment on one platform: (its entry, the raw log). reason: why it cannot run
+    (a not-applicable entry). Shared by execute and by the sweep's points (trapline/sweep)."""
+    if reason:
+        judged = analysis.judge({"not_applicable": reason}, exp.headline, None, None)
+        return entries_mod.build(exp, pname, judged, platforms.PLATFORMS.get(pname)).to_dict(), ""
+    plat = platforms.get(pname, ctx)
+    spec = exp.platform(pname)
+    if "not_applicable" in spec:
+        prun = None
+        judged = analysis.judge(spec, exp.headline, None, None)
+    else:
+        prun = plat.run(exp)
+        judged = analysis.judge(spec, exp.headline, prun.output, prun.error)
+    entry = entries_mod.build(exp, pname, judged, type(plat), prun).to_dict()
+    ctx.log(f"    {entry['status']}: {entry['metric']} = {analysis.fmt(entry['reproduced'])}"
+            f" (claimed {analysis.fmt(entry['claimed'])})")
+    return entry, prun.raw if prun else ""
+
+
 def execute(command: str, exp_ids: list[str], platform: str | None, quick: bool, sets: dict[str, str],
             fresh: bool = False, log=None, machine: str | None = None, root: Path | None = None,
             timeout: float | None = None) -> Run:
@@ -95,24 +115,8 @@ def execute(command: str, exp_ids: list[str], platform: str | None, quick: bool,
                 entries.append(prev)
                 continue
             log(f"[{i + 1}/{len(steps)}] {exp.id} on {pname}")
-            if reason:
-                judged = analysis.judge({"not_applicable": reason}, exp.headline, None, None)
-                entry = entries_mod.build(exp, pname, judged, platforms.PLATFORMS.get(pname)).to_dict()
-                rd.save_entry(entry, "")
-                entries.append(entry)
-                continue
-            plat = platforms.get(pname, ctx)
-            spec = exp.platform(pname)
-            if "not_applicable" in spec:
-                prun = None
-                judged = analysis.judge(spec, exp.headline, None, None)
-            else:
-                prun = plat.run(exp)
-                judged = analysis.judge(spec, exp.headline, prun.output, prun.error)
-            entry = entries_mod.build(exp, pname, judged, type(plat), prun).to_dict()
-            log(f"    {entry['status']}: {entry['metric']} = {analysis.fmt(entry['reproduced'])}"
-                f" (claimed {analysis.fmt(entry['claimed'])})")
-            rd.save_entry(entry, prun.raw if prun else "")
+            entry, raw = run_entry(exp, pname, reason, ctx)
+            rd.save_entry(entry, raw)
             entries.append(entry)
     except KeyboardInterrupt:
         log(f"interrupted: rerun the same command to resume run {rd.run_id}")

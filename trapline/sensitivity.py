@@ -10,8 +10,10 @@ the machine's *assumed* ones (no source was found for them, docs/machines.md):
 so a reader sees at once whether an unsourced number matters to a claim.
 
 Every scaled machine is loaded (and so checked) before anything runs; a bad
-experiment, parameter or factor exits 2 naming the valid choices. The runs
-go to a temporary results directory: nothing is added to results/.
+experiment, parameter or factor exits 2 naming the valid choices. The runs are
+the points of one sweep (trapline/sweep, on Dask: the baseline and the scaled
+machines run in parallel) in a temporary results directory: nothing is added to
+results/.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from trapline import analysis, experiment, machine as machines, runner
+from trapline import analysis, experiment, machine as machines
 from trapline.errors import UsageError
 
 _NUM = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
@@ -71,26 +73,29 @@ def plan(exp_id: str, machine: str | None, params: list[str], factors: list[floa
     return exp, m, cases
 
 
-def _headline(run: runner.Run, exp_id: str) -> dict:
-    e = run.entry(exp_id, "model")
+def _headline(e: dict) -> dict:
     return {"reproduced": e.get("reproduced"), "status": e["status"], "metric": e["metric"],
             "claimed": e.get("claimed")}
 
 
 def sweep(exp_id: str, machine: str | None = None, params: list[str] | None = None,
-          factors: list[float] = (0.5, 2.0), quick: bool = False, log=None) -> dict:
+          factors: list[float] = (0.5, 2.0), quick: bool = False, log=None, scheduler: str | None = None,
+          workers: int | None = None) -> dict:
+    """The baseline and every (parameter, factor) as the points of one sweep (trapline/sweep:
+    Dask, an embedded LocalCluster unless scheduler is given), in a temporary results directory."""
+    from trapline import sweep as sweeps
     exp, m, cases = plan(exp_id, machine, list(params or []), list(factors))
-    rows = []
+    points = [{}] + [{p: v} for p, f, v in cases]
     with tempfile.TemporaryDirectory(prefix="trapline-sensitivity-") as tmp:
-        def run(sets: dict[str, str]) -> dict:
-            return _headline(runner.execute("run", [exp_id], "model", quick, sets, fresh=True, log=log,
-                                            machine=machine, root=Path(tmp)), exp_id)
-        base = run({})
-        for p, f, v in cases:
-            h = run({p: v})
-            change = (h["reproduced"] / base["reproduced"] - 1) if h["reproduced"] and base["reproduced"] else None
-            rows.append({"param": p, "factor": f, "value": v, "baseline_value": str(m.raw(p)),
-                         "source": m.sources()[p], **h, "change": change})
+        res = sweeps.run(exp_id, points, "model", quick, machine, scheduler, workers, fresh=True, root=Path(tmp),
+                         log=log)
+    base = _headline(res.entries[0])
+    rows = []
+    for (p, f, v), e in zip(cases, res.entries[1:]):
+        h = _headline(e)
+        change = (h["reproduced"] / base["reproduced"] - 1) if h["reproduced"] and base["reproduced"] else None
+        rows.append({"param": p, "factor": f, "value": v, "baseline_value": str(m.raw(p)),
+                     "source": m.sources()[p], **h, "change": change})
     return {"experiment": exp_id, "machine": m.name, "quick": quick, "baseline": base, "rows": rows}
 
 

@@ -245,8 +245,9 @@ UNUSED_IN_GUEST = frozenset({"traps.cost", "windows.spill_fill_cost"})
 def calibrated_on(exp, m: machines.Machine, guest: bool) -> list[str]:
     """The machine parameters fitted to this experiment's own claim that its model lane uses."""
     cat = exp.data["catalogue"]
+    # the claim line names the claim first ("E3: ...", "E3 (post): ..."); E1 must not match E10
     return sorted(k for k, v in m.sources().items()
-                  if str(v).startswith(f"calibrated: {cat}:") and not (guest and k in UNUSED_IN_GUEST))
+                  if re.match(rf"calibrated: {cat}\b", str(v)) and not (guest and k in UNUSED_IN_GUEST))
 
 
 def rests_on(calibrated: list[str], from_claim: list[str]) -> str:

@@ -245,7 +245,10 @@ def build(summary: dict, manifest: dict, manifest_sha256: str, entries: list[Ent
                  Para("Headline ratios with a claimed figure: claimed (grey) beside reproduced "
                       "(coloured by status), log scale.", small=True)]
                 if "plots/overview.png" in plots else [Para("No headline ratio with a claimed figure in this run.")])
+    from trapline.report import fidelity  # the fidelity table of the modelled figures (issue 12)
+    fid = fidelity.section(entries)
     return Report(f"trapline report: {summary['run_id']}", subtitle,
                   [claim_matrix(entries, summary), Section("Overview", "overview", overview)]
+                  + ([fid] if fid else [])
                   + [experiment_section(e, plots) for e in entries]
                   + manifest_sections(manifest, manifest_sha256))

@@ -1,0 +1,199 @@
+"""A sweep's points: what decides one, its content hash, the store of finished points,
+and the function a Dask worker runs for one point.
+
+A point is one run of one experiment on one platform with one set of --set values. Its
+hash is the sha256 of everything that decides its result (key_material): the experiment
+file, the platform, quick, the timeout, the kernel arguments, the machine after --set
+(the whole loaded description), the kernel build's key (sources and compilers), the
+plugin's key, the guest image (for a guest lane), QEMU's version and the hash of
+trapline's own source tree. The store holds one file per hash, <hash>.json (the point's
+entry, as a run's entries/ hold them) and <hash>.log (what the kernels printed), each
+written atomically by the process that runs the sweep, so a point computed twice (a
+worker that died after finishing it, a second sweep) is still stored once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import time
+from functools import lru_cache
+from pathlib import Path
+
+from trapline import build, experiment, platforms, results, runner
+from trapline.context import RunContext
+
+# what decides a point's result besides its inputs: trapline's own sources
+TREE_PARTS = ("trapline", "kernels", "model", "gem5_configs", "images", "run.sh", "requirements.txt")
+_SKIP = ("__pycache__",)
+FORMAT = 1  # the key material's own version: bump when its meaning changes
+
+
+def tree_files(root: Path = results.ROOT) -> list[Path]:
+    out = []
+    for part in TREE_PARTS:
+        p = root / part
+        if p.is_file():
+            out.append(p)
+        elif p.is_dir():
+            out += [f for f in p.rglob("*") if f.is_file() and not any(s in f.parts for s in _SKIP)
+                    and f.suffix != ".pyc" and not f.relative_to(root).as_posix().startswith("kernels/build/")]
+    return sorted(out)
+
+
+def tree_hash(root: Path = results.ROOT) -> str:
+    """sha256 over the paths and contents of trapline's sources (TREE_PARTS): the same for
+    a clean checkout of a commit, the Docker image made from it, and a worker's clone."""
+    h = hashlib.sha256()
+    for f in tree_files(root):
+        h.update(f.relative_to(root).as_posix().encode() + b"\0")
+        h.update(hashlib.sha256(f.read_bytes()).digest())
+    return h.hexdigest()
+
+
+@lru_cache(maxsize=None)
+def _tree_hash_once() -> str:
+    return tree_hash()
+
+
+def lane_arch(exp, pname: str) -> str:
+    return exp.platform(pname).get("arch") or getattr(platforms.PLATFORMS.get(pname), "arch", None) or "x86_64"
+
+
+def _qemu_version(binary: str) -> str:
+    try:
+        return subprocess.run([binary, "--version"], capture_output=True, text=True,
+                              timeout=30).stdout.splitlines()[0]
+    except (OSError, IndexError, subprocess.TimeoutExpired):
+        return "unknown"
+
+
+def shared_keys(exp, pname: str, ctx: RunContext) -> dict:
+    """The keys every point of a sweep shares, made (built, when missing) once by the
+    sweep's own process: the kernel build, the plugin, the guest image, QEMU, the tree."""
+    from trapline import arch as arch_table
+    spec = exp.platform(pname)
+    a = lane_arch(exp, pname)
+    keys = {"tree_sha256": _tree_hash_once(), "kernels": {a: build.input_hash(a)}}
+    ctx.kernels(a)  # built once here, so the workers (same cache) find it
+    if pname == "model":
+        keys["plugin"] = ctx.plugin().parent.name  # model/<key>/libtrapline-model.so
+    guest = pname == "qemu" or (pname == "model" and spec.get("guest"))
+    if guest:
+        img = ctx.image(a)
+        keys["image"] = {k: img.facts.get(k) for k in ("LINUX_SHA256", "INITRD_SHA256")}
+        keys["qemu"] = _qemu_version(arch_table.get(a).qemu_system)
+    elif pname in ("model", "qemu"):
+        keys["qemu"] = _qemu_version(arch_table.get(a).qemu_user)
+    return keys
+
+
+def key_material(exp, pname: str, ctx: RunContext, shared: dict) -> dict:
+    """Everything that decides one point's result (its hash is the point's name)."""
+    m = None
+    if getattr(platforms.PLATFORMS.get(pname), "takes_machine", False):
+        machine = ctx.machine_for(exp.platform(pname).get("machine"), exp.id).to_dict()
+        m = {k: machine[k] for k in ("name", "file_sha256", "sets", "data", "plugin_args")}
+    return {"format": FORMAT, "experiment": exp.id, "experiment_sha256": results.sha256_file(exp.path),
+            "platform": pname, "quick": ctx.quick, "timeout": ctx.timeout, "kernel_sets": ctx.kernel_sets,
+            "machine_sets": list(ctx.machine_sets), "machine_name": ctx.machine_name, "machine": m, **shared}
+
+
+def point_hash(material: dict) -> str:
+    return hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()
+
+
+class Store:
+    """Finished points by hash: <dir>/<hash>.json (the point's record), <hash>.log (raw)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    def file(self, h: str) -> Path:
+        return self.path / f"{h}.json"
+
+    def get(self, h: str) -> dict | None:
+        try:
+            rec = json.loads(self.file(h).read_text())
+        except (OSError, json.JSONDecodeError):
+            return None  # absent, or damaged: computed again
+        return rec if rec.get("hash") == h and isinstance(rec.get("entry"), dict) else None
+
+    def reusable(self, h: str) -> bool:
+        """A stored point that a sweep takes as it is: one that did not fail (a failure, such as a
+        time limit hit on a loaded machine, is computed again by the next sweep)."""
+        rec = self.get(h)
+        return rec is not None and rec["entry"].get("status") != "failed"
+
+    def put(self, rec: dict, raw: str) -> bool:
+        """Store a finished point once: False when it was there already (a failed one is replaced)."""
+        if self.reusable(rec["hash"]):
+            return False
+        results.atomic_write(self.path / f"{rec['hash']}.log", raw)
+        results.atomic_json(self.file(rec["hash"]), rec)
+        return True
+
+
+# ------------------------------------------------------------------ on a worker
+
+def _worker_name() -> str:
+    try:
+        from distributed import get_worker
+        return get_worker().address
+    except (ImportError, ValueError):
+        return f"{socket.gethostname()}:{os.getpid()}"
+
+
+_made: dict[str, dict] = {}  # tree hash -> {arch: kernel build dir, "plugin": path}, per worker process
+_experiments: dict[tuple, object] = {}
+
+
+def _experiment(exp_id: str):
+    """kernels/<id>/experiment.yaml, loaded and checked once per worker process and content."""
+    path = build.kernels_dir() / exp_id / experiment.EXPERIMENT_FILE
+    key = (str(path), results.sha256_file(path))
+    if key not in _experiments:
+        _experiments[key] = experiment.load_file(path)
+    return _experiments[key]
+
+
+def run_point(spec: dict) -> dict:
+    """What a Dask worker runs for one point: the experiment on its platform in a run
+    context of its own (runner.run_entry, as `./run.sh run` does), returned to the
+    sweep's process, which stores it. Refuses to run from another trapline tree."""
+    t0 = time.monotonic()
+    worker = _worker_name()
+    mine = _tree_hash_once()
+    if mine != spec["tree_sha256"]:
+        return {"hash": spec["hash"], "worker": worker,
+                "error": f"worker {worker} ({results.ROOT}) has trapline tree {mine[:12]} but the sweep's is "
+                         f"{spec['tree_sha256'][:12]}: give the workers the same checkout (docs/sweeps.md)"}
+    if tree_hash() != mine:
+        return {"hash": spec["hash"], "worker": worker,
+                "error": f"worker {worker}: its trapline tree ({results.ROOT}) changed since it started; restart it"}
+    lines: list[str] = []
+    ctx = RunContext.make(spec["quick"], spec["sets"], spec["machine"], lines.append, spec["timeout"])
+    exp = _experiment(spec["experiment"])
+    if results.sha256_file(exp.path) != spec["experiment_sha256"]:
+        return {"hash": spec["hash"], "worker": worker,
+                "error": f"worker {worker}: its {exp.path} is not the sweep's (sha256 differs)"}
+    steps = runner.plan({exp.id: exp}, [exp.id], spec["platform"], strict=True)
+    arch = lane_arch(exp, spec["platform"])
+    # what this worker built or found for this tree: the kernels and the plugin (the
+    # tree hash, checked above, covers their sources)
+    made = _made.setdefault(mine, {}) if "TRAPLINE_KERNELS" not in os.environ else {}
+    if arch in made:
+        ctx.builds[arch] = made[arch]
+    ctx.plugin_path = made.get("plugin")
+    runner.validate(steps, ctx)
+    exp, pname, reason = steps[0]
+    entry, raw = runner.run_entry(exp, pname, reason, ctx)
+    made.update(ctx.builds)
+    if ctx.plugin_path:
+        made["plugin"] = ctx.plugin_path
+    return {"hash": spec["hash"], "sets": spec["sets"], "entry": entry, "raw": raw, "worker": worker,
+            "host": socket.gethostname(), "pid": os.getpid(), "seconds": round(time.monotonic() - t0, 3),
+            "platform_facts": platforms.get(pname, ctx).describe(), "log": lines}
