@@ -33,6 +33,7 @@ CASES=(
     "loop-order tlb.dtlb.entries=1024"
     "armv6-unaligned caches.l1d.size=32kB"
     "numa-first-touch numa.latency_ns[0][1]=240ns"
+    "plt-itlb tlb.itlb.entries=32"
 )
 
 now() { date +%s.%N; }

@@ -219,6 +219,8 @@ def test_plugin_args_are_exactly_the_contract():
             keys[i:i] = ["numa_nodes", "numa_lat", "numa_interleave"]
         if "coherence" in m.data:  # the lockstep lane's hand-off latency, the last option
             keys.append("transfer_lat")
+        if m.has("caches.l2.indexed_by"):  # optional: fetches by physical line (fetch_phys), last
+            keys.append("fetch_phys")
         assert [x.split("=", 1)[0] for x in a] == keys, name
         d = args(m)
         float(d["cpi"])

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import trapline
+from conftest import ROOT, trapline
 from trapline import build
 
 
@@ -230,14 +230,25 @@ def test_sensitivity_scales_a_parameter_and_reports_the_headline_change(results_
 
 
 @pytest.mark.parametrize("args, words", [
-    (["plt-itlb"], ["no model platform", "sparc-spill-fill"]),
+    # every experiment has a model lane now: a copy of the tree with stl-alloc-scaling's removed
+    (["stl-alloc-scaling"], ["no model platform", "sparc-spill-fill"]),
     (["sparc-spill-fill", "--param", "nope"], ["--param nope", "memory.latency"]),
     (["sparc-spill-fill", "--factors", "0,2"], ["--factors", "positive"]),
     (["sparc-spill-fill", "--param", "caches.l1d.line", "--factors", "0.75"], ["caches.l1d.line", "power of two"]),
     (["x86-split-lock"], ["no assumed parameters", "--param"]),
 ])
-def test_sensitivity_bad_input_is_named_before_any_run(args, words, results_dir):
-    r = trapline("sensitivity", *args, "--quick")
+def test_sensitivity_bad_input_is_named_before_any_run(args, words, results_dir, tmp_path):
+    env = None
+    if args == ["stl-alloc-scaling"]:
+        import shutil, yaml
+        kdir = tmp_path / "kernels"
+        shutil.copytree(ROOT / "kernels", kdir)
+        y = kdir / "stl-alloc-scaling" / "experiment.yaml"
+        data = yaml.safe_load(y.read_text())
+        del data["platforms"]["model"]
+        y.write_text(yaml.safe_dump(data, sort_keys=False))
+        env = {"TRAPLINE_KERNELS": str(kdir)}
+    r = trapline("sensitivity", *args, "--quick", env=env)
     assert r.returncode == 2 and r.stdout == ""
     for w in words:
         assert w in r.stderr, (w, r.stderr)

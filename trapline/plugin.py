@@ -255,6 +255,9 @@ COUNTERS: tuple[Counter, ...] = (
             "lockstep=on: cycles the region's vCPU waited for others (lock-line hand-offs, a join); in model_cycles"),
     Counter("model_handoffs", "contention.handoffs", "if-present",
             "lockstep=on: locked read-modify-writes of a line another vCPU's last locked RMW held"),
+    Counter("model_l1i_misses", "l1i.misses", "value", "L1I misses (instruction fetches)"),
+    Counter("model_context_switches", "context_switches", "if-present",
+            "sparc64 guest: address-space switches that emptied the model's TLBs (with ctx_switch=)"),
 )
 
 

@@ -415,6 +415,9 @@ def from_machine(machine: Any, mem_size: str = MEM_SIZE) -> Gem5Params:
                 note(f"{at}.inclusion", "gem5's classic caches have no strict inclusion: mostly_incl allocates on "
                                         "every fill but an eviction here does not invalidate the levels above "
                                         "(src/mem/cache/Cache.py, clusivity), so inclusion is not enforced")
+        if _get(f"{at}.indexed_by") is not None:
+            note(f"{at}.indexed_by", "gem5's classic caches sit behind the MMU and see physical addresses, "
+                                     "fetches and data alike; nothing to set")
 
     # ---- latency accounting, top down
     chain = [levels[lv] for lv in ("l2", "l3") if lv in levels]

@@ -19,11 +19,22 @@
  * PLT: one PLT call per 26 routine calls, the same in each.
  *
  * Keys: calls (calls of a() per sample). ops = calls x 26 routine calls.
+ * copies=K (default 1): K - 1 more processes run the same chain without end
+ * while this one measures (forked before the first sample, killed after the
+ * last): K copies sharing whatever this CPU has (on a one-CPU guest, Linux
+ * time-slices them). The children count their calls of a() in shared memory;
+ * a sample's ops are then the routine calls of all K copies during it, so
+ * its time per op is the CPU's time per routine call, whichever copy made
+ * it.
  * Output: kind=info with the number of distinct pages holding the 26 routine
  * entry points; kind=check comparing the sum of a()'s results with the same
  * sum computed without the chain.
  */
 #include "trapline.h"
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #if defined(PLT_PERLIB)
 #include <dlfcn.h>
@@ -41,7 +52,8 @@
 #error "build with one of -DPLT_EXE, -DPLT_ONELIB, -DPLT_INTERNAL, -DPLT_PERLIB"
 #endif
 
-TL_ARGS({"calls", "25000000", "[int 1..1000000000000] calls of the entry a() per sample, 26 routine calls each (quick: 100000)"});
+TL_ARGS({"calls", "25000000", "[int 1..1000000000000] calls of the entry a() per sample, 26 routine calls each (quick: 100000)"},
+        {"copies", "1", "[int 1..64] processes running the chain at once: this one measures, copies - 1 more run it without end; ops count all copies' calls"});
 
 #define CHAIN_LEN 26
 
@@ -53,6 +65,8 @@ extern void plt_chain_addrs(const void **out);
 struct ctx {
     uint64_t calls;
     unsigned sum;
+    int children;
+    volatile uint64_t *counts; /* calls of a() made by each child so far */
 };
 
 /* The measured loop: one call of the entry per iteration. */
@@ -64,11 +78,32 @@ __attribute__((noinline)) static unsigned call_loop(uint64_t calls)
     return sum;
 }
 
+/* A child copy: the same chain, counting its calls of a(), until killed. */
+__attribute__((noinline, noreturn)) static void child_loop(volatile uint64_t *count)
+{
+    unsigned sum = 0;
+    for (uint64_t i = 0;; i++) {
+        sum += a((unsigned)i);
+        *count = i + 1;
+        TL_USE(sum);
+    }
+}
+
+static uint64_t children_calls(const struct ctx *c)
+{
+    uint64_t n = 0;
+    for (int k = 0; k < c->children; k++)
+        n += c->counts[k];
+    return n;
+}
+
 static uint64_t body(void *vc)
 {
     struct ctx *c = vc;
+    uint64_t before = c->children ? children_calls(c) : 0;
     c->sum = call_loop(c->calls);
-    return c->calls * CHAIN_LEN;
+    uint64_t others = c->children ? children_calls(c) - before : 0;
+    return (c->calls + others) * CHAIN_LEN;
 }
 
 static int cmp_addr(const void *x, const void *y)
@@ -83,6 +118,9 @@ int main(int argc, char **argv)
     long long calls = tl_quick_int(args, "calls", o.quick, 100000);
     if (calls < 1)
         tl_fail("calls must be >= 1");
+    long long copies = tl_int(args, "copies");
+    if (copies < 1 || copies > 64)
+        tl_fail("copies must be 1..64");
 
     /* Where the routines are: the number of distinct pages their entry
      * points occupy (1 or 2 when they share a text section, 26 per-lib). */
@@ -113,10 +151,32 @@ int main(int argc, char **argv)
     tl_header("build=%s routines=%d routines_found=%d routine_pages=%d page=%ld span_bytes=%" PRIuPTR, VARIANT,
               CHAIN_LEN, found, pages, page, found ? addr[CHAIN_LEN - 1] - addr[CHAIN_LEN - found] : (uintptr_t)0);
 
-    struct ctx c = {.calls = calls};
+    struct ctx c = {.calls = calls, .children = (int)copies - 1};
+    pid_t kids[64];
+    if (c.children) {
+        c.counts = mmap(NULL, 64 * sizeof(uint64_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (c.counts == MAP_FAILED)
+            tl_fail("mmap of the children's counters failed");
+        fflush(stdout);
+        for (int k = 0; k < c.children; k++) {
+            kids[k] = fork();
+            if (kids[k] < 0)
+                tl_fail("fork failed");
+            if (kids[k] == 0)
+                child_loop(&c.counts[k]);
+        }
+        /* every child has started its chain before the first sample */
+        for (int k = 0; k < c.children; k++)
+            while (!c.counts[k])
+                sched_yield();
+    }
     char params[96];
-    snprintf(params, sizeof params, "calls=%lld chain=%d", calls, CHAIN_LEN);
+    snprintf(params, sizeof params, "calls=%lld chain=%d copies=%lld", calls, CHAIN_LEN, copies);
     tl_measure(VARIANT, params, o.warmup, o.reps, body, &c);
+    for (int k = 0; k < c.children; k++) {
+        kill(kids[k], SIGKILL);
+        waitpid(kids[k], NULL, 0);
+    }
 
     /* a(x) = z(x) + 25, z(x) = (x ^ (x >> 3)) * 5 */
     unsigned want = 0;

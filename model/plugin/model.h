@@ -109,6 +109,7 @@ typedef struct {
     uint64_t pf_issued, pf_dropped, pf_trapped, pf_unknown;
     uint64_t win_spills, win_fills;
     uint64_t other_faults;
+    uint64_t ctx_switches; /* ctx_switch=: address-space switches that emptied the TLBs (context.c) */
     uint64_t exceptions[8]; /* system mode: ARM entries by vector (0x00 reset .. 0x1c FIQ) / 4;
                              * sparc64 trap-table entries by kind (enum trap_kind) */
     uint64_t wait_cycles, handoffs; /* lockstep=on (contention.c): cycles spent waiting for another vCPU
@@ -221,6 +222,7 @@ typedef struct {
      * of its set in the L1I (ITLB), so fetching it again is a hit that
      * changes nothing and needs no look at the array */
     uint64_t last_iline, last_ipage;
+    uint64_t ctx; /* ctx_switch=: the address space running (context.c), 0 before the first switch */
 
     /* SPARC register windows */
     uint64_t cansave, canrestore;
@@ -260,6 +262,11 @@ extern const char *target_name;
 extern FILE *trace_fp;
 
 void tlb_access(VCpu *v, Array *t, uint64_t vpn, uint64_t *miss);
+/* context.c: with ctx_switch=, an instruction whose load names the next address space, and its callback */
+bool context_insn(const uint8_t *b, size_t n, uint64_t va, int64_t *simm);
+void context_mem(unsigned int vi, qemu_plugin_meminfo_t info, uint64_t vaddr, void *ud);
+/* physfetch.c: the address whose line an instruction fetch uses (its virtual one unless fetch_phys) */
+uint64_t fetch_addr(const struct qemu_plugin_insn *insn, uint64_t vaddr);
 void l1i_fetch_line(VCpu *v, uint64_t line);
 void data_access_full(VCpu *v, uint64_t vaddr, uint64_t paddr, unsigned size, bool store, bool locked,
                       bool load_part);
@@ -346,6 +353,7 @@ typedef struct TBDesc {
     Run *irun, *prun;
     InsnDesc *insn;
     uint64_t *ivaddr; /* for the trace */
+    uint64_t fetch0; /* fetch_phys: the first instruction's fetch address (deduplication) */
     uint8_t *isize;
 } TBDesc;
 

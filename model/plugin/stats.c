@@ -204,6 +204,8 @@ static void put_stats(Str *s, const Counters *c, const char *ind)
              ", \"data_abort\": %" PRIu64 ", \"irq\": %" PRIu64 ", \"fiq\": %" PRIu64 "},\n",
              ind, c->exceptions[1], c->exceptions[2], c->exceptions[3], c->exceptions[4], c->exceptions[6],
              c->exceptions[7]);
+    if (cfg.ctx_switch)
+        sput(s, "%s\"context_switches\": %" PRIu64 ",\n", ind, c->ctx_switches);
     sput(s, "%s\"other_faults\": %" PRIu64 "\n", ind, c->other_faults);
 }
 

@@ -402,7 +402,10 @@ static TBDesc *build_desc(struct qemu_plugin_tb *tb, uint8_t *bytes, size_t n_by
         uint64_t last = va + (sz ? sz - 1 : 0);
         if (d->tail)
             continue;
-        for (uint64_t l = va >> l1i_shift; l <= last >> l1i_shift; l++)
+        uint64_t fa = fetch_addr(insn, va); /* == va unless fetch_phys */
+        if (i == 0)
+            t->fetch0 = fa;
+        for (uint64_t l = fa >> l1i_shift; l <= (fa + (last - va)) >> l1i_shift; l++)
             add_run(t->irun, &t->n_irun, l);
         for (uint64_t p = va >> page_shift; p <= last >> page_shift; p++)
             add_run(t->prun, &t->n_prun, p);
@@ -447,7 +450,8 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
     TBDesc *t;
     for (t = tb_hash[h]; t; t = t->next)
         if (t->vaddr == vaddr && t->n_insns == n && t->n_bytes == n_bytes && !memcmp(t->bytes, bytes, n_bytes) &&
-            n <= sizeof sizes && !memcmp(t->isize, sizes, n))
+            n <= sizeof sizes && !memcmp(t->isize, sizes, n) &&
+            (!cfg.fetch_phys || t->fetch0 == fetch_addr(qemu_plugin_tb_get_insn(tb, 0), vaddr)))
             break;
     if (t) {
         free(bytes);
@@ -465,6 +469,12 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         qemu_plugin_register_vcpu_mem_cb(insn, mem_exec, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW, d);
         if (d->special || d->tail)
             qemu_plugin_register_vcpu_insn_exec_cb(insn, special_exec, QEMU_PLUGIN_CB_NO_REGS, d);
+        int64_t simm;
+        if (UNLIKELY(cfg.ctx_switch) && context_insn(qemu_plugin_insn_data(insn), qemu_plugin_insn_size(insn),
+                                                     qemu_plugin_insn_vaddr(insn), &simm))
+            /* (MEM_RW: registered with MEM_R, QEMU 7.2 never called it) */
+            qemu_plugin_register_vcpu_mem_cb(insn, context_mem, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW,
+                                             (void *)(intptr_t)simm);
     }
     contention_tb_trans(tb, t); /* lockstep=on only: its own callbacks, after these */
 }

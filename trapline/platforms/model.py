@@ -212,7 +212,9 @@ def guest_plugin_args(m: machines.Machine, image: images.Image) -> list[str]:
     if image.arch != "sparc64":
         return args
     args = [a for a in args if a.split("=", 1)[0] not in ("nwindows", "window_trap")]
-    return args + ["nwindows=0", "window_trap=0", f"trap_table={images.symbol(image, 'sparc64_ttable_tl0')}"]
+    return args + ["nwindows=0", "window_trap=0", f"trap_table={images.symbol(image, 'sparc64_ttable_tl0')}",
+                   # each switch of address space empties the model's TLBs (model/plugin/context.c)
+                   f"ctx_switch={images.symbol(image, '__tsb_context_switch')}"]
 
 
 def pair_regions(out: kernelio.KernelOutput, regions: list[dict], clock: float, what: str) -> str | None:
