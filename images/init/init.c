@@ -48,6 +48,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/reboot.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -258,8 +259,11 @@ static char *cmdline_param(const char *cmdline, const char *name)
  * running (not idle on a timer), and the restored one sees its payload at once.
  * It must not sleep there: QEMU 7.2's raspi0 system timer (bcm2835_systmr) does
  * not save its armed timer, so a restored guest idle on a timer never wakes up.
- * After the payload a 1 us nanosleep makes Linux program the timer again (its
- * own next event, a tick, was armed in the saving QEMU and is lost with it);
+ * After the payload a 1 us nanosleep (timer slack 1 ns) makes Linux program the
+ * timer again (its own next event, a tick, was armed in the saving QEMU and is
+ * lost with it; should that tick fall due before the nanosleep is queued, the
+ * guest never wakes: trapline/guest.py restores every new snapshot once before
+ * keeping it, and the resume is the same every time);
  * then init sleeps to the next multiple of SNAP_ALIGN_NS of CLOCK_MONOTONIC, so
  * that the commands start at the same place of the guest's 10 ms tick (HZ=100)
  * whenever the snapshot was saved (its spin lasts however long the host took).
@@ -299,6 +303,7 @@ static char *wait_for_payload(void)
 		struct timespec ts = { 0, 1000 };
 		long long t;
 
+		prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
 		nanosleep(&ts, NULL);
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		t = ((long long)ts.tv_sec * 1000000000LL + ts.tv_nsec) / SNAP_ALIGN_NS * SNAP_ALIGN_NS + SNAP_ALIGN_NS;
@@ -306,6 +311,7 @@ static char *wait_for_payload(void)
 		ts.tv_nsec = t % 1000000000LL;
 		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
 			;
+		prctl(PR_SET_TIMERSLACK, 0UL, 0UL, 0UL, 0UL); /* the default again, for the commands */
 	}
 	out = malloc(len + 1);
 	for (int i = 0; i < SNAP_CHUNKS; i++) {
