@@ -52,10 +52,14 @@ timed() { # mode cmd...: seconds
     echo "$(now) - $t0" | bc -l
 }
 min() { if [ -z "$1" ] || [ "$(echo "$2 < $1" | bc -l)" = 1 ]; then echo "$2"; else echo "$1"; fi; }
+qemu_s() { # the last run's QEMU wall time (boot.sh start to QEMU's exit), from its entry
+    python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["platform_facts"]["boot"]["host_wall_s"])' \
+        "$TRAPLINE_RESULTS/latest/entries/$1.model.json" 2>/dev/null || echo 0
+}
 
 printf 'uptime before: %s\n\n' "$(uptime)"
-printf '| experiment | --set | guest | best of %d (s) | booted, best of %d (s) | booted / snapshot |\n' "$runs" "$runs"
-printf '|---|---|---|---|---|---|\n'
+printf '| experiment | --set | guest | best of %d (s) | booted, best of %d (s) | booted / snapshot | QEMU part, snapshot / booted (s, best) |\n' "$runs" "$runs"
+printf '|---|---|---|---|---|---|---|\n'
 for c in "${CASES[@]}"; do
     read -r id set <<<"$c"
     if [ ${#ids[@]} -gt 0 ] && ! printf '%s\n' "${ids[@]}" | grep -qx "$id"; then continue; fi
@@ -64,15 +68,19 @@ for c in "${CASES[@]}"; do
     [ "$only" = guest ] && [ "$guest" = no ] && continue
     cmd=("$ROOT/run.sh" run "$id" --platform model --quick --fresh --set "$set")
     "${cmd[@]}" >/dev/null 2>&1 || { echo "bench-rerun.sh: $id --set $set failed:" >&2; "${cmd[@]}" >&2; exit 1; }
-    best= boot=
+    best= boot= qbest= qboot=
     for _ in $(seq "$runs"); do
         best=$(min "$best" "$(timed snapshot "${cmd[@]}")")
-        [ "$guest" = yes ] && boot=$(min "$boot" "$(timed boot "${cmd[@]}")")
+        [ "$guest" = yes ] || continue
+        qbest=$(min "$qbest" "$(qemu_s "$id")")
+        boot=$(min "$boot" "$(timed boot "${cmd[@]}")")
+        qboot=$(min "$qboot" "$(qemu_s "$id")")
     done
     if [ "$guest" = yes ]; then
-        printf '| %s | `%s` | yes | %.1f | %.1f | %.2f |\n' "$id" "$set" "$best" "$boot" "$(echo "$boot / $best" | bc -l)"
+        printf '| %s | `%s` | yes | %.1f | %.1f | %.2f | %.1f / %.1f |\n' "$id" "$set" "$best" "$boot" \
+            "$(echo "$boot / $best" | bc -l)" "$qbest" "$qboot"
     else
-        printf '| %s | `%s` | no | %.1f | | |\n' "$id" "$set" "$best"
+        printf '| %s | `%s` | no | %.1f | | | |\n' "$id" "$set" "$best"
     fi
 done
 printf '\nuptime after: %s\n' "$(uptime)"

@@ -259,6 +259,7 @@ SNAPSHOT_APPEND = "quiet tlg.wait=1"  # the saved guest's kernel command line (i
 # A restored guest prints its `TLG init` within a second here; one that has not
 # after this long did not resume (it is dropped, and the run boots instead).
 RESTORE_INIT_TIMEOUT_S = 30
+CHECK_INIT_TIMEOUT_S = 10  # the same for a new snapshot's trial restore (it is saved again if it fails)
 # what a new snapshot runs once before it is kept (it must resume and run it)
 SNAPSHOT_CHECK = "/trapline/tests/hello snapshot-check"
 # Saved raspi0 guests resume only some of the time (2 of 4 here, docs/model.md:
@@ -411,7 +412,8 @@ def _save_once(image: Image, machine_extra: list[str], key: str, inputs: dict, t
         # it must resume before it is kept (some saved raspi0 guests never wake up:
         # SAVE_ATTEMPTS)
         check = Snapshot(image.arch, key, tmp, meta)
-        b = _restore(image, check, [SNAPSHOT_CHECK], min(timeout, 120), None, machine_extra, tmp / "check")
+        b = _restore(image, check, [SNAPSHOT_CHECK], min(timeout, 120), None, machine_extra, tmp / "check",
+                 init_timeout=CHECK_INIT_TIMEOUT_S)
         if isinstance(b, str):
             return None, f"the saved machine cannot be used: {b}", True
         if b.status != 0 or "hello from" not in b.console:
@@ -452,7 +454,7 @@ def write_payload(snap: Snapshot, payload: str, dest: Path) -> str | None:
 
 
 def _restore(image: Image, snap: Snapshot, commands: list[str], timeout: float, per_command_timeout: float | None,
-             qemu_extra: list[str], state: Path, log=None) -> Boot | str:
+             qemu_extra: list[str], state: Path, log=None, init_timeout: float = RESTORE_INIT_TIMEOUT_S) -> Boot | str:
     """One run from the snapshot (its state copied to state with the payload
     written in): the Boot, or why the snapshot cannot serve (a string)."""
     t0 = time.monotonic()
@@ -461,7 +463,7 @@ def _restore(image: Image, snap: Snapshot, commands: list[str], timeout: float, 
         return why
     prepared = time.monotonic() - t0
     env = _boot_env(image, SNAPSHOT_APPEND, qemu_extra, TRAPLINE_INCOMING=str(state))
-    b = _run_boot_sh(image, env, timeout, log, init_timeout=RESTORE_INIT_TIMEOUT_S)
+    b = _run_boot_sh(image, env, timeout, log, init_timeout=init_timeout)
     b.facts["prepared_s"] = f"{prepared:.3f}"
     return b
 
