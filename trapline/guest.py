@@ -283,7 +283,16 @@ class Snapshot:
 
 
 def snapshot_root() -> Path:
-    return build.cache_root() / "snapshots"
+    """cache/snapshots, or, where the cache is not writable (the Docker image run
+    as another uid), a directory of this user's in the temporary directory."""
+    root = build.cache_root() / "snapshots"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        if os.access(root, os.W_OK | os.X_OK):
+            return root
+    except OSError:
+        pass
+    return Path(tempfile.gettempdir()) / f"trapline-snapshots-{os.getuid()}"
 
 
 def _split_plugin(qemu_extra: list[str] | None) -> tuple[list[str], list[str]]:
@@ -489,17 +498,26 @@ def boot_from_snapshot(image: Image, commands: list[str], timeout: float, per_co
     if image.arch in NO_SNAPSHOT:
         return cold(NO_SNAPSHOT[image.arch])
     t0 = time.monotonic()
-    key, inputs = snapshot_key(image, machine_extra)
+    try:
+        key, inputs = snapshot_key(image, machine_extra)
+    except (OSError, RuntimeError, subprocess.SubprocessError) as e:
+        return cold(f"no snapshot key: {e}")
     key_s = time.monotonic() - t0
     snap, made = find_snapshot(image, key), None
     for attempt in range(2):
         if snap is None:
-            snap, made = make_snapshot(image, machine_extra, key, inputs, timeout, log)
+            try:
+                snap, made = make_snapshot(image, machine_extra, key, inputs, timeout, log)
+            except OSError as e:  # e.g. a cache the user cannot write (a container run as another uid)
+                return cold(f"cannot save a snapshot in {snapshot_root()}: {e.strerror or e}")
             if snap is None:
                 return cold(made)
-        with tempfile.TemporaryDirectory(prefix="trapline-snapshot-") as tmp:
-            b = _restore(image, snap, commands, timeout, per_command_timeout, machine_extra + plugin, Path(tmp) / "state",
-                         log)
+        try:
+            with tempfile.TemporaryDirectory(prefix="trapline-snapshot-") as tmp:
+                b = _restore(image, snap, commands, timeout, per_command_timeout, machine_extra + plugin,
+                             Path(tmp) / "state", log)
+        except OSError as e:
+            return cold(f"cannot use snapshot {snap.path.name}: {e.strerror or e}")
         if isinstance(b, str):
             if b.startswith("the commands"):
                 return cold(b)
