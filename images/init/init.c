@@ -299,6 +299,7 @@ static char *wait_for_payload(void)
 	say("TLG ready magic=%s chunk=%d chunks=%d\n", hex, SNAP_CHUNK, SNAP_CHUNKS);
 	while (!((volatile unsigned char *)buf)[hdr])
 		;
+	say("TLG resume\n"); /* (a restored guest that prints this but no TLG init is stuck in the sleeps below) */
 	{
 		struct timespec ts = { 0, 1000 };
 		long long t;
