@@ -262,7 +262,7 @@ RESTORE_INIT_TIMEOUT_S = 30
 CHECK_INIT_TIMEOUT_S = 10  # the same for a new snapshot's trial restore (it is saved again if it fails)
 # what a new snapshot runs once before it is kept (it must resume and run it)
 SNAPSHOT_CHECK = "/trapline/tests/hello snapshot-check"
-# Saved raspi0 guests resume only some of the time (2 of 4 here, docs/model.md:
+# Saved raspi0 guests resume only some of the time (6 of 9 here, docs/model.md:
 # its system timer is not saved by QEMU 7.2); one that resumed once resumed in
 # every later run. So a snapshot is saved up to this many times.
 SAVE_ATTEMPTS = 4
