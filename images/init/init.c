@@ -30,6 +30,9 @@
  *      <code> is the exit status (0..255; 127 = could not exec), `sig<N>` if the
  *      command was killed by signal N, or `timeout` if it ran past its timeout (the
  *      whole process group is then killed with SIGKILL);
+ *      With tlg.wait=1 (snapshot mode) init prints `TLG ready ...` after step 2 and
+ *      waits for its tlg.* in memory (wait_for_payload), then prints `TLG resume` and,
+ *      once its clock is aligned, `TLG init ... source=snapshot` again;
  *   5. prints `TLG done`, waits for the console to drain and calls
  *      reboot(RB_POWER_OFF). (sun4u and x86 power off and QEMU exits; raspi0 only
  *      halts, so images/boot.sh kills QEMU when it sees `TLG done`.)
