@@ -148,7 +148,9 @@ def test_a_hung_restored_guest_is_killed_at_its_timeout(armv6_image, own_snapsho
     _hello(guest.boot(armv6_image, ["/trapline/tests/hello warm"], 60, snapshot=True, qemu_extra=icount))
     hang = "/trapline/bin/strlen-loop/strlen-loop variant=inloop loops=1000000000000"
     t0 = time.monotonic()
-    b = guest.boot(armv6_image, [hang], 12, snapshot=True, qemu_extra=icount)
+    # the guest's own per-command timeout is virtual time (-icount: 1 ns per instruction,
+    # which can run faster than real time): make it long, so that boot.sh's 12 s kill is what ends it
+    b = guest.boot(armv6_image, [hang], 12, per_command_timeout=3600, snapshot=True, qemu_extra=icount)
     assert time.monotonic() - t0 < 60
     assert b.status == 124 and b.facts["snapshot"]["used"] is True, (b.status, b.facts, b.stderr[-1500:])
     msg = guest.describe_failure(b, 12)
