@@ -25,9 +25,21 @@
 #                       or kvm (-cpu host; untested: KVM failed on the nested build host)
 #   TRAPLINE_QEMU_EXTRA extra QEMU arguments (word-split)
 #   TRAPLINE_DRY_RUN=1  print the QEMU command line and exit
+#   TRAPLINE_SNAPSHOT_SAVE=FILE  snapshot mode, saving: boot with a monitor (a pipe
+#                       pair in the script's temporary directory) and, when the guest's
+#                       init prints `TLG ready` (it was booted with tlg.wait=1), stop
+#                       the machine, save it to FILE (`migrate "exec:cat > FILE"`,
+#                       without the global run state, so a restore starts running)
+#                       and quit. Exit 0 once the monitor said `Migration status:
+#                       completed`. trapline/guest.py checks and keeps the file.
+#   TRAPLINE_INCOMING=FILE  snapshot mode, restoring: start from FILE (`-incoming
+#                       "exec:cat FILE"`) instead of booting; the rest of the command
+#                       line must be the one the snapshot was saved with (its -append
+#                       included), plus anything that is not machine state (-plugin).
 #
-# Exit status: 0 if `TLG done` was seen, 124 on timeout, 125 if QEMU ended without
-# `TLG done` (panic, crash), 2 on a usage error.
+# Exit status: 0 if `TLG done` was seen (saving: the snapshot was saved), 124 on
+# timeout, 125 if QEMU ended without `TLG done` (panic, crash, a snapshot that did
+# not load), 2 on a usage error.
 # On stderr: the QEMU command line, then `boot.sh: init_seen_s=... done_seen_s=...
 # qemu_exit_s=...` (host wall seconds from QEMU start to the `TLG init` line, the
 # `TLG done` line, and QEMU's end).
@@ -70,6 +82,20 @@ QEMU+=(-nographic -monitor none -serial stdio -no-reboot
 	-kernel "$KERNEL" -initrd "$INITRD" -append "$APPEND")
 # shellcheck disable=SC2206
 [[ -z ${TRAPLINE_QEMU_EXTRA:-} ]] || QEMU+=(${TRAPLINE_QEMU_EXTRA})
+SAVE=${TRAPLINE_SNAPSHOT_SAVE:-}
+INCOMING=${TRAPLINE_INCOMING:-}
+[[ -z $SAVE || -z $INCOMING ]] || die "TRAPLINE_SNAPSHOT_SAVE and TRAPLINE_INCOMING exclude each other"
+[[ $SAVE$INCOMING =~ ^[A-Za-z0-9_./:=,@+-]*$ ]] || die "snapshot paths may hold only [A-Za-z0-9_./:=,@+-]"
+tmp=$(mktemp -d)
+if [[ -n $SAVE ]]; then
+	mkfifo "$tmp/mon.in" "$tmp/mon.out"
+	QEMU+=(-chardev "pipe,id=tlgmon,path=$tmp/mon" -mon chardev=tlgmon,mode=readline
+		-global migration.store-global-state=off)
+fi
+if [[ -n $INCOMING ]]; then
+	[[ -f $INCOMING ]] || die "no snapshot $INCOMING"
+	QEMU+=(-incoming "exec:cat $INCOMING")
+fi
 
 {
 	printf 'boot.sh: qemu:'
@@ -78,13 +104,12 @@ QEMU+=(-nographic -monitor none -serial stdio -no-reboot
 	done
 	printf '\n'
 } >&2
-[[ ${TRAPLINE_DRY_RUN:-0} != 1 ]] || exit 0
+[[ ${TRAPLINE_DRY_RUN:-0} != 1 ]] || { rm -rf "$tmp"; exit 0; }
 
 # Host wall clock in microseconds (bash 5 EPOCHREALTIME; no forks per console line).
 now_us() { local t=${EPOCHREALTIME/[.,]/}; echo $((10#$t)); }
 fmt_s() { printf '%d.%03d' $(($1 / 1000000)) $((($1 % 1000000) / 1000)); }
 
-tmp=$(mktemp -d)
 fifo="$tmp/console"
 mkfifo "$fifo"
 t0=$(now_us)
@@ -92,6 +117,10 @@ t0=$(now_us)
 # setpriv (util-linux) sets the parent-death signal before exec
 setpriv --pdeathsig KILL -- "${QEMU[@]}" </dev/null >"$fifo" 2>"$tmp/qemu.err" &
 qpid=$!
+if [[ -n $SAVE ]]; then
+	# the monitor's replies (QEMU holds both ends open read-write: EOF when it exits)
+	cat "$tmp/mon.out" >"$tmp/mon.log" &
+fi
 cleanup() {
 	kill "$qpid" 2>/dev/null || true
 	wait "$qpid" 2>/dev/null || true
@@ -110,7 +139,7 @@ left() {
 
 log=${TRAPLINE_SERIAL_LOG:-/dev/null}
 : >"$log"
-init_s=- done_s=- status=125 timed_out=0
+init_s=- done_s=- ready_s=- status=125 timed_out=0
 exec 3<"$fifo"
 while :; do
 	l=$(left)
@@ -121,6 +150,13 @@ while :; do
 		printf '%s\n' "$line" >>"$log"
 		case $line in
 		"TLG init "*) [[ $init_s != - ]] || init_s=$(since) ;;
+		"TLG ready "*)
+			if [[ -n $SAVE && $ready_s == - ]]; then
+				ready_s=$(since)
+				# HMP runs them in turn; migrate (not detached) returns when done
+				printf 'stop\nmigrate "exec:cat > %s"\ninfo migrate\nquit\n' "$SAVE" >"$tmp/mon.in"
+			fi
+			;;
 		"TLG done"*)
 			done_s=$(since)
 			status=0
@@ -151,7 +187,12 @@ fi
 kill "$qpid" 2>/dev/null || true
 wait "$qpid" 2>/dev/null || true
 exec 3<&-
+if [[ -n $SAVE ]]; then
+	wait 2>/dev/null || true # the monitor's reader ends with QEMU
+	if [[ $timed_out == 0 ]] && grep -q 'Migration status: completed' "$tmp/mon.log" 2>/dev/null; then status=0; fi
+	[[ $status == 0 ]] || sed 's/^/boot.sh: monitor: /' "$tmp/mon.log" >&2 || true
+fi
 # (QEMU's own "terminating on signal 15" after our kill is expected, not shown)
 grep -v 'terminating on signal 15' "$tmp/qemu.err" | sed 's/^/boot.sh: qemu stderr: /' >&2 || true
-echo "boot.sh: arch=$ARCH init_seen_s=$init_s done_seen_s=$done_s qemu_exit_s=$(since) status=$status" >&2
+echo "boot.sh: arch=$ARCH init_seen_s=$init_s done_seen_s=$done_s${SAVE:+ ready_seen_s=$ready_s} qemu_exit_s=$(since) status=$status" >&2
 exit $status

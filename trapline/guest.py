@@ -4,14 +4,28 @@ results, tell why a boot failed, and say which guest ran.
 
     b = guest.boot(image, ["/trapline/bin/x/y k=v"], timeout=120, log=log)
     for cmd in b.commands: cmd.status, cmd.output ...
+
+With snapshot=True (the model's guest lane) the guest is not booted for every
+run: the image is booted once to its init, which waits (tlg.wait=1), the
+machine is saved to a file in the cache (snapshots/, keyed by everything the
+restored machine must match) and every later run starts from that file with
+the run's commands written into it (images/init/init.c, wait_for_payload).
+A snapshot that is missing is made; one that does not match its checksum is
+made anew; one that fails to load falls back to a boot, with a note in the
+boot facts (docs/model.md, "Snapshots").
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,12 +65,18 @@ class Boot:
     qemu_cmdline: str = ""
 
 
-def append_line(commands: list[str], per_command_timeout: float) -> str:
-    """The kernel command line that tells our /init what to run."""
+def run_line(commands: list[str], per_command_timeout: float) -> str:
+    """The tlg.* parameters that tell our /init what to run (on the kernel
+    command line, or in a snapshot's payload)."""
     for c in commands:
         if ";" in c or '"' in c:
             raise UsageError(f"a guest command cannot contain ';' or '\"': {c}")
-    return f'quiet tlg.timeout={int(per_command_timeout)} tlg.run="{";".join(commands)}"'
+    return f'tlg.timeout={int(per_command_timeout)} tlg.run="{";".join(commands)}"'
+
+
+def append_line(commands: list[str], per_command_timeout: float) -> str:
+    """The kernel command line that tells our /init what to run."""
+    return "quiet " + run_line(commands, per_command_timeout)
 
 
 def parse_console(console: str) -> list[GuestCommand]:
@@ -87,13 +107,10 @@ def parse_console(console: str) -> list[GuestCommand]:
     return [cmds[k] for k in sorted(cmds)]
 
 
-def boot(image: Image, commands: list[str], timeout: float, per_command_timeout: float | None = None,
-         log=None, qemu_extra: list[str] | None = None) -> Boot:
-    """Boot the image, run commands in order, return what the console said.
-    boot.sh kills QEMU at timeout; this process adds a margin of its own.
-    qemu_extra: more QEMU arguments (no spaces inside one; the timing model's
-    -plugin and -icount)."""
-    env = dict(os.environ, TRAPLINE_APPEND=append_line(commands, per_command_timeout or timeout))
+def _boot_env(image: Image, append: str, qemu_extra: list[str] | None, **more: str) -> dict:
+    env = dict(os.environ, TRAPLINE_APPEND=append)
+    for k in ("TRAPLINE_SNAPSHOT_SAVE", "TRAPLINE_INCOMING", "TRAPLINE_DRY_RUN"):
+        env.pop(k, None)
     env.update(arch_table.get(image.arch).boot_env(env))
     if qemu_extra:
         if any(" " in a for a in qemu_extra):
@@ -101,6 +118,25 @@ def boot(image: Image, commands: list[str], timeout: float, per_command_timeout:
         env["TRAPLINE_QEMU_EXTRA"] = " ".join(qemu_extra)
     if image.dtb:
         env["TRAPLINE_DTB"] = str(image.dtb)
+    env.update(more)
+    return env
+
+
+def boot(image: Image, commands: list[str], timeout: float, per_command_timeout: float | None = None,
+         log=None, qemu_extra: list[str] | None = None, snapshot: bool = False) -> Boot:
+    """Boot the image, run commands in order, return what the console said.
+    boot.sh kills QEMU at timeout; this process adds a margin of its own.
+    qemu_extra: more QEMU arguments (no spaces inside one; the timing model's
+    -plugin and -icount). snapshot: start from the image's saved machine
+    (made by a first boot) rather than booting; b.facts["snapshot"] says what
+    happened."""
+    if snapshot:
+        return boot_from_snapshot(image, commands, timeout, per_command_timeout, log, qemu_extra)
+    env = _boot_env(image, append_line(commands, per_command_timeout or timeout), qemu_extra)
+    return _run_boot_sh(image, env, timeout, log)
+
+
+def _run_boot_sh(image: Image, env: dict, timeout: float, log=None, init_timeout: float = INIT_TIMEOUT_S) -> Boot:
     cmd = ["bash", str(IMAGES / "boot.sh"), image.arch, str(image.kernel), str(image.initrd), str(int(timeout))]
     seen = []
 
@@ -111,8 +147,8 @@ def boot(image: Image, commands: list[str], timeout: float, per_command_timeout:
 
     t0 = time.monotonic()
     status, out, err = run_command(cmd, timeout + 60, env=env, on_line=on_line,
-                                   marker="TLG init", marker_timeout=INIT_TIMEOUT_S)
-    facts = dict(re.findall(r"(init_seen_s|done_seen_s|qemu_exit_s)=(\S+)", err))
+                                   marker="TLG init", marker_timeout=init_timeout)
+    facts: dict = dict(re.findall(r"(init_seen_s|done_seen_s|ready_seen_s|qemu_exit_s)=(\S+)", err))
     facts["host_wall_s"] = f"{time.monotonic() - t0:.3f}"
     qemu = next((l.split("qemu:", 1)[1].strip() for l in err.splitlines() if l.startswith("boot.sh: qemu:")), "")
     return Boot(status, out, err, parse_console(out), facts, qemu)
@@ -207,3 +243,297 @@ def guest_hashes(image: Image, bindir: Path, kernel: str) -> dict[str, str]:
     return hashes
 
 
+
+
+# ---------------------------------------------------------------------------
+# Snapshots: boot once to init, save the machine, start later runs from it.
+
+SNAPSHOT_FORMAT = 1            # bump when the entry's layout or the payload protocol changes
+SNAPSHOT_APPEND = "quiet tlg.wait=1"  # the saved guest's kernel command line (init waits for its payload)
+# Machines QEMU 7.2 cannot save: its RAM migration divides by the number of
+# target pages per host page, which is 0 when the target's pages are larger
+# than the host's (sun4u: 8 KiB on a 4 KiB host), and QEMU dies of SIGFPE in
+# pss_host_page_prepare (gitlab.com/qemu-project/qemu/-/issues/1456; fixed
+# after 7.2 by "migration: Fix crash on guest psize > host psize"; Debian 12's
+# 7.2.22 still crashes, measured). These guests boot for every run.
+# A restored guest prints its `TLG init` within a second here; one that has not
+# after this long did not resume (it is dropped, and the run boots instead).
+RESTORE_INIT_TIMEOUT_S = 30
+CHECK_INIT_TIMEOUT_S = 10  # the same for a new snapshot's trial restore (it is saved again if it fails)
+# what a new snapshot runs once before it is kept (it must resume and run it)
+SNAPSHOT_CHECK = "/trapline/tests/hello snapshot-check"
+# Saved raspi0 guests resume only some of the time (6 of 9 here, docs/model.md:
+# its system timer is not saved by QEMU 7.2); one that resumed once resumed in
+# every later run. So a snapshot is saved up to this many times.
+SAVE_ATTEMPTS = 4
+NO_SNAPSHOT = {"sparc64": "QEMU 7.2 cannot save a sun4u machine (8 KiB target pages on a 4 KiB host: "
+                          "SIGFPE in migration, QEMU issue 1456)"}
+
+
+@dataclass
+class Snapshot:
+    arch: str
+    key: str
+    path: Path                 # the entry's directory: state (QEMU's migration stream), meta.json
+    meta: dict
+
+    @property
+    def state(self) -> Path:
+        return self.path / "state"
+
+
+def snapshot_root() -> Path:
+    """cache/snapshots, or, where the cache is not writable (the Docker image run
+    as another uid), a directory of this user's in the temporary directory."""
+    root = build.cache_root() / "snapshots"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        if os.access(root, os.W_OK | os.X_OK):
+            return root
+    except OSError:
+        pass
+    return Path(tempfile.gettempdir()) / f"trapline-snapshots-{os.getuid()}"
+
+
+def _split_plugin(qemu_extra: list[str] | None) -> tuple[list[str], list[str]]:
+    """(the -plugin arguments, everything else): a plugin is no machine state, so
+    a snapshot is saved without it and restored with whatever plugin a run has."""
+    plugin, rest = [], []
+    args = list(qemu_extra or [])
+    while args:
+        a = args.pop(0)
+        if a == "-plugin" and args:
+            plugin += [a, args.pop(0)]
+        else:
+            rest.append(a)
+    return plugin, rest
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def snapshot_key(image: Image, machine_extra: list[str]) -> tuple[str, dict]:
+    """The key of the image's snapshot and what it was computed from: the QEMU
+    command line the restored machine must be started with (boot.sh's own dry
+    run, so boot.sh is the one definition of it; file paths replaced by their
+    content hashes), QEMU's version, boot.sh itself and the entry's format."""
+    env = _boot_env(image, SNAPSHOT_APPEND, machine_extra, TRAPLINE_DRY_RUN="1")
+    cmd = ["bash", str(IMAGES / "boot.sh"), image.arch, str(image.kernel), str(image.initrd), "1"]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    line = next((l.split("qemu:", 1)[1].strip() for l in out.stderr.splitlines() if l.startswith("boot.sh: qemu:")), "")
+    if out.returncode != 0 or not line:
+        raise RuntimeError(f"images/boot.sh's dry run failed: {tail(out.stderr, 5)}")
+    files = {"kernel": (image.kernel, image.facts.get("LINUX_SHA256") or _sha256_file(image.kernel)),
+             "initrd": (image.initrd, image.facts.get("INITRD_SHA256") or _sha256_file(image.initrd))}
+    if image.dtb:
+        files["dtb"] = (image.dtb, _sha256_file(image.dtb))
+    for name, (path, digest) in files.items():
+        line = line.replace(str(path), f"<{name} sha256:{digest}>")
+    inputs = {"format": SNAPSHOT_FORMAT, "arch": image.arch, "qemu_cmdline": line,
+              "qemu": qemu_version(image.arch), "boot_sh_sha256": _sha256_file(IMAGES / "boot.sh")}
+    key = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+    return key, inputs
+
+
+def _entry(image: Image, key: str) -> Path:
+    return snapshot_root() / f"{image.arch}-{key[:24]}"
+
+
+def find_snapshot(image: Image, key: str) -> Snapshot | None:
+    path = _entry(image, key)
+    try:
+        meta = json.loads((path / "meta.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if meta.get("key") != key or not (path / "state").is_file():
+        return None
+    return Snapshot(image.arch, key, path, meta)
+
+
+def drop_snapshot(snap: Snapshot) -> None:
+    """Remove an entry (renamed away first, so no reader sees half of it)."""
+    trash = snap.path.with_name(f".trash-{snap.path.name}-{os.getpid()}")
+    try:
+        os.rename(snap.path, trash)
+    except OSError:
+        return
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def make_snapshot(image: Image, machine_extra: list[str], key: str, inputs: dict, timeout: float,
+                  log=None) -> tuple[Snapshot | None, str]:
+    """Boot the image to its waiting init and save it (under a lock, into a
+    temporary directory renamed into place); (the snapshot or None, a note)."""
+    root = snapshot_root()
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f".lock-{image.arch}-{key[:24]}", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        have = find_snapshot(image, key)
+        if have:
+            return have, "made by another run"
+        why = ""
+        for attempt in range(1, SAVE_ATTEMPTS + 1):
+            snap, why, resumed = _save_once(image, machine_extra, key, inputs, timeout, root, log)
+            if snap:
+                return snap, f"saved in {snap.meta['saved_in_s']:.1f} s" + (f" (attempt {attempt})" if attempt > 1 else "")
+            if not resumed:
+                if log:
+                    log(f"    snapshot: attempt {attempt}: {why.splitlines()[0]}")
+                continue
+            break
+        return None, why
+
+
+def _save_once(image: Image, machine_extra: list[str], key: str, inputs: dict, timeout: float, root: Path,
+               log=None) -> tuple[Snapshot | None, str, bool]:
+    """One boot and save; (the snapshot, a note, False if it was saved but did not resume)."""
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{image.arch}-", dir=root))
+    try:
+        if log:
+            log(f"    booting the {image.arch} guest once to save a snapshot (cache {_entry(image, key).name})")
+        t0 = time.monotonic()
+        env = _boot_env(image, SNAPSHOT_APPEND, machine_extra, TRAPLINE_SNAPSHOT_SAVE=str(tmp / "state"))
+        b = _run_boot_sh(image, env, timeout)
+        m = re.search(r"^TLG ready magic=([0-9a-f]+) chunk=(\d+) chunks=(\d+)", b.console, re.M)
+        if b.status != 0 or not m:
+            return None, (f"saving the snapshot failed (boot.sh status {b.status}); console tail:\n"
+                          f"{tail(b.console, 5)}\n{tail(b.stderr, 5)}"), True
+        magic, chunk, chunks = bytes.fromhex(m.group(1)), int(m.group(2)), int(m.group(3))
+        data = (tmp / "state").read_bytes()
+        offsets = []
+        for i in range(chunks):
+            marker = magic + b"%04x" % i
+            at = data.find(marker)
+            if at < 0 or data.find(marker, at + 1) >= 0:
+                return None, (f"the saved machine holds chunk {i}'s marker {'twice' if at >= 0 else 'nowhere'}; "
+                              "cannot write a payload into it"), True
+            offsets.append(at + len(marker))
+        meta = {"key": key, "inputs": inputs, "chunk": chunk, "header": len(magic) + 4, "offsets": offsets,
+                "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+                "saved_in_s": round(time.monotonic() - t0, 3), "boot": b.facts,
+                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+        # it must resume before it is kept (some saved raspi0 guests never wake up:
+        # SAVE_ATTEMPTS)
+        check = Snapshot(image.arch, key, tmp, meta)
+        b = _restore(image, check, [SNAPSHOT_CHECK], min(timeout, 120), None, machine_extra, tmp / "check",
+                 init_timeout=CHECK_INIT_TIMEOUT_S)
+        if isinstance(b, str):
+            return None, f"the saved machine cannot be used: {b}", True
+        if b.status != 0 or "hello from" not in b.console:
+            return None, (f"the saved machine did not resume (boot.sh status {b.status}); console tail:\n"
+                          f"{tail(b.console, 5)}\n{tail(b.stderr, 3)}"), False
+        (tmp / "check").unlink(missing_ok=True)
+        meta["checked_in_s"] = b.facts.get("host_wall_s")
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+        dest = _entry(image, key)
+        if dest.exists():
+            shutil.rmtree(dest)
+        os.rename(tmp, dest)
+        return Snapshot(image.arch, key, dest, meta), "", True
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+
+def write_payload(snap: Snapshot, payload: str, dest: Path) -> str | None:
+    """Copy the snapshot's state to dest with the payload written after the
+    chunk markers; None, or why the snapshot cannot be used (its checksum
+    differs: corrupt or changed; or the payload does not fit)."""
+    meta = snap.meta
+    room = meta["chunk"] - meta["header"]
+    text = payload.encode() + b"\0"
+    if len(text) > room * len(meta["offsets"]):
+        return f"the commands ({len(text)} bytes) do not fit the snapshot's {room * len(meta['offsets'])} bytes"
+    data = bytearray(snap.state.read_bytes())
+    if len(data) != meta["bytes"] or hashlib.sha256(data).hexdigest() != meta["sha256"]:
+        return f"its state file does not match its sha256 ({snap.state}: corrupt or changed)"
+    for i in range(0, len(text), room):
+        at = meta["offsets"][i // room]
+        piece = text[i:i + room]
+        data[at:at + len(piece)] = piece
+    dest.write_bytes(data)
+    return None
+
+
+def _restore(image: Image, snap: Snapshot, commands: list[str], timeout: float, per_command_timeout: float | None,
+             qemu_extra: list[str], state: Path, log=None, init_timeout: float = RESTORE_INIT_TIMEOUT_S) -> Boot | str:
+    """One run from the snapshot (its state copied to state with the payload
+    written in): the Boot, or why the snapshot cannot serve (a string)."""
+    t0 = time.monotonic()
+    why = write_payload(snap, run_line(commands, per_command_timeout or timeout), state)
+    if why:
+        return why
+    prepared = time.monotonic() - t0
+    env = _boot_env(image, SNAPSHOT_APPEND, qemu_extra, TRAPLINE_INCOMING=str(state))
+    b = _run_boot_sh(image, env, timeout, log, init_timeout=init_timeout)
+    b.facts["prepared_s"] = f"{prepared:.3f}"
+    return b
+
+
+def boot_from_snapshot(image: Image, commands: list[str], timeout: float, per_command_timeout: float | None,
+                       log, qemu_extra: list[str] | None) -> Boot:
+    """The run's commands in a machine restored from the image's snapshot
+    (made first if missing); a cold boot, with a note, where that cannot be."""
+    plugin, machine_extra = _split_plugin(qemu_extra)
+    run_line(commands, per_command_timeout or timeout)  # a command init cannot take is a usage error, first
+    notes: list[str] = []
+
+    def cold(note: str) -> Boot:
+        notes.append(note)
+        if log:
+            log(f"    snapshot: {note}; booting")
+        b = boot(image, commands, timeout, per_command_timeout, log, qemu_extra)
+        b.facts["snapshot"] = {"used": False, "notes": notes}
+        return b
+
+    if os.environ.get("TRAPLINE_SNAPSHOTS", "1") == "0":
+        return cold("snapshots are off (TRAPLINE_SNAPSHOTS=0)")
+    if image.arch in NO_SNAPSHOT:
+        return cold(NO_SNAPSHOT[image.arch])
+    t0 = time.monotonic()
+    try:
+        key, inputs = snapshot_key(image, machine_extra)
+    except (OSError, RuntimeError, subprocess.SubprocessError) as e:
+        return cold(f"no snapshot key: {e}")
+    key_s = time.monotonic() - t0
+    snap, made = find_snapshot(image, key), None
+    for attempt in range(2):
+        if snap is None:
+            try:
+                snap, made = make_snapshot(image, machine_extra, key, inputs, timeout, log)
+            except OSError as e:  # e.g. a cache the user cannot write (a container run as another uid)
+                return cold(f"cannot save a snapshot in {snapshot_root()}: {e.strerror or e}")
+            if snap is None:
+                return cold(made)
+        try:
+            with tempfile.TemporaryDirectory(prefix="trapline-snapshot-") as tmp:
+                b = _restore(image, snap, commands, timeout, per_command_timeout, machine_extra + plugin,
+                             Path(tmp) / "state", log)
+        except OSError as e:
+            return cold(f"cannot use snapshot {snap.path.name}: {e.strerror or e}")
+        if isinstance(b, str):
+            if b.startswith("the commands"):
+                return cold(b)
+            notes.append(f"snapshot {snap.path.name} dropped: {b}")
+            if log:
+                log(f"    snapshot: {notes[-1]}")
+            drop_snapshot(snap)
+            snap = None
+            continue
+        prepared = float(b.facts.pop("prepared_s"))
+        b.facts["snapshot"] = {"used": True, "entry": snap.path.name, "made_now": made,
+                               "key_s": round(key_s, 3), "payload_s": round(prepared, 3), "notes": notes}
+        if reached_init(b):
+            return b
+        # QEMU did not start the saved machine (or it never took its commands)
+        why = f"snapshot {snap.path.name} did not restore (boot.sh status {b.status}): {tail(b.stderr, 3)}"
+        drop_snapshot(snap)
+        return cold(why)
+    return cold("; ".join(notes) or "no snapshot")

@@ -11,6 +11,10 @@
  *        tlg.run="CMD ARGS;CMD2"    commands separated by ';', arguments by blanks
  *        tlg.list=/path             list file (default /trapline/run.list)
  *        tlg.timeout=SECONDS        per-command timeout (default 600)
+ *        tlg.wait=1                 snapshot mode (images/boot.sh TRAPLINE_SNAPSHOT_SAVE,
+ *                                   trapline/guest.py): the tlg.* above come from a buffer
+ *                                   written into the saved machine instead (see
+ *                                   wait_for_payload below)
  *      The list file has one command per line, arguments separated by blanks;
  *      blank lines and lines starting with '#' are skipped. A command may start with
  *      the token `@timeout=SECONDS` to override the timeout for that command.
@@ -26,6 +30,9 @@
  *      <code> is the exit status (0..255; 127 = could not exec), `sig<N>` if the
  *      command was killed by signal N, or `timeout` if it ran past its timeout (the
  *      whole process group is then killed with SIGKILL);
+ *      With tlg.wait=1 (snapshot mode) init prints `TLG ready ...` after step 2 and
+ *      waits for its tlg.* in memory (wait_for_payload), then prints `TLG resume` and,
+ *      once its clock is aligned, `TLG init ... source=snapshot` again;
  *   5. prints `TLG done`, waits for the console to drain and calls
  *      reboot(RB_POWER_OFF). (sun4u and x86 power off and QEMU exits; raspi0 only
  *      halts, so images/boot.sh kills QEMU when it sees `TLG done`.)
@@ -42,7 +49,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/reboot.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -238,9 +247,92 @@ static char *cmdline_param(const char *cmdline, const char *name)
 	return NULL;
 }
 
-static void load_commands(double timeout)
+/*
+ * Snapshot mode (tlg.wait=1). The harness boots the image once to this point, saves
+ * the machine (QEMU migration to a file) and starts every later run from that file.
+ * The run's tlg.timeout= and tlg.run= reach init in a buffer of SNAP_CHUNKS chunks of
+ * SNAP_CHUNK bytes: each chunk starts with a marker (SNAP_MAGIC_LEN bytes made here
+ * at run time, so they are nowhere else in the guest's memory, then 4 hex digits of
+ * the chunk's index) and is otherwise zero. A chunk is no larger than the smallest
+ * page QEMU saves (1 KiB on ARMv6), so each chunk's page is saved whole, marker
+ * included; the harness finds each marker in the saved file and writes the
+ * payload's pieces (text, NUL-terminated) after them before QEMU loads the file.
+ * init prints the marker as `TLG ready magic=<hex> chunk=<bytes> chunks=<n>` and
+ * then spins, reading the first chunk, until it holds text: the saved machine is
+ * running (not idle on a timer), and the restored one sees its payload at once.
+ * It must not sleep there: QEMU 7.2's raspi0 system timer (bcm2835_systmr) does
+ * not save its armed timer, so a restored guest idle on a timer never wakes up.
+ * After the payload a 1 us nanosleep (timer slack 1 ns) makes Linux program the
+ * timer again (its own next event, a tick, was armed in the saving QEMU and is
+ * lost with it; should that tick fall due before the nanosleep is queued, the
+ * guest never wakes: trapline/guest.py restores every new snapshot once before
+ * keeping it, and the resume is the same every time);
+ * then init sleeps to the next multiple of SNAP_ALIGN_NS of CLOCK_MONOTONIC, so
+ * that the commands start at the same place of the guest's 10 ms tick (HZ=100)
+ * whenever the snapshot was saved (its spin lasts however long the host took).
+ */
+#define SNAP_ALIGN_NS 10000000LL
+#define SNAP_CHUNK 1024
+#define SNAP_CHUNKS 16
+#define SNAP_MAGIC_LEN 12
+
+static char *wait_for_payload(void)
 {
-	char *cmdline = read_file("/proc/cmdline");
+	/* volatile: the compiler must not fold the marker into a constant in the binary */
+	static const volatile unsigned char seed[SNAP_MAGIC_LEN] = "tlg-snapshot";
+	size_t len = (size_t)SNAP_CHUNK * SNAP_CHUNKS, hdr = SNAP_MAGIC_LEN + 4, off = 0;
+	unsigned char *buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char hex[2 * SNAP_MAGIC_LEN + 1];
+	char *out;
+
+	if (buf == MAP_FAILED) {
+		say("TLG warn mmap: %s\n", strerror(errno));
+		return NULL;
+	}
+	memset(buf, 0, len);
+	for (int i = 0; i < SNAP_CHUNKS; i++) {
+		unsigned char *c = buf + (size_t)i * SNAP_CHUNK;
+
+		for (int j = 0; j < SNAP_MAGIC_LEN; j++)
+			c[j] = seed[j] ^ 0xa5;
+		snprintf((char *)c + SNAP_MAGIC_LEN, 5, "%04x", i);
+	}
+	for (int j = 0; j < SNAP_MAGIC_LEN; j++)
+		snprintf(hex + 2 * j, 3, "%02x", buf[j]);
+	say("TLG ready magic=%s chunk=%d chunks=%d\n", hex, SNAP_CHUNK, SNAP_CHUNKS);
+	while (!((volatile unsigned char *)buf)[hdr])
+		;
+	say("TLG resume\n"); /* (a restored guest that prints this but no TLG init is stuck in the sleeps below) */
+	{
+		struct timespec ts = { 0, 1000 };
+		long long t;
+
+		prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+		nanosleep(&ts, NULL);
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		t = ((long long)ts.tv_sec * 1000000000LL + ts.tv_nsec) / SNAP_ALIGN_NS * SNAP_ALIGN_NS + SNAP_ALIGN_NS;
+		ts.tv_sec = t / 1000000000LL;
+		ts.tv_nsec = t % 1000000000LL;
+		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+			;
+		prctl(PR_SET_TIMERSLACK, 0UL, 0UL, 0UL, 0UL); /* the default again, for the commands */
+	}
+	out = malloc(len + 1);
+	for (int i = 0; i < SNAP_CHUNKS; i++) {
+		const unsigned char *c = buf + (size_t)i * SNAP_CHUNK + hdr;
+		size_t n = strnlen((const char *)c, SNAP_CHUNK - hdr);
+
+		memcpy(out + off, c, n);
+		off += n;
+		if (n < SNAP_CHUNK - hdr)
+			break;
+	}
+	out[off] = '\0';
+	return out;
+}
+
+static void load_commands(const char *cmdline, const char *source, double timeout)
+{
 	char *run = cmdline ? cmdline_param(cmdline, "tlg.run") : NULL;
 	char *list = cmdline ? cmdline_param(cmdline, "tlg.list") : NULL;
 	const char *path = list ? list : DEFAULT_LIST;
@@ -248,7 +340,7 @@ static void load_commands(double timeout)
 	if (run) {
 		char *save = NULL;
 
-		say("TLG list source=cmdline\n");
+		say("TLG list source=%s\n", source);
 		for (char *s = strtok_r(run, ";", &save); s; s = strtok_r(NULL, ";", &save))
 			add_cmd(s, timeout);
 		return;
@@ -367,6 +459,7 @@ int main(int argc, char **argv)
 	struct utsname u;
 	sigset_t chld;
 	double timeout = DEFAULT_TIMEOUT;
+	const char *source;
 	char *cmdline, *t;
 
 	do_mount("devtmpfs", "/dev", "devtmpfs");
@@ -378,6 +471,15 @@ int main(int argc, char **argv)
 	uname(&u);
 	say("TLG init uptime=%.3f kernel=%s machine=%s\n", now(CLOCK_BOOTTIME), u.release,
 	    u.machine);
+	cmdline = read_file("/proc/cmdline");
+	source = "cmdline";
+	if (cmdline && (t = cmdline_param(cmdline, "tlg.wait")) != NULL && strcmp(t, "1") == 0) {
+		/* snapshot mode: the saved machine resumes here, the run's tlg.* in the payload */
+		cmdline = wait_for_payload();
+		source = "snapshot";
+		say("TLG init uptime=%.3f kernel=%s machine=%s source=snapshot\n", now(CLOCK_BOOTTIME),
+		    u.release, u.machine);
+	}
 
 	setenv("PATH", GUEST_PATH, 1);
 	/* shared libraries of dynamically linked programs (images/lib/initramfs.sh) */
@@ -392,13 +494,12 @@ int main(int argc, char **argv)
 	sigaddset(&chld, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &chld, NULL);
 
-	cmdline = read_file("/proc/cmdline");
 	if (cmdline && (t = cmdline_param(cmdline, "tlg.timeout")) != NULL) {
 		timeout = strtod(t, NULL);
 		if (timeout <= 0)
 			timeout = DEFAULT_TIMEOUT;
 	}
-	load_commands(timeout);
+	load_commands(cmdline, source, timeout);
 	for (int i = 0; i < ncmds; i++)
 		run_one(i + 1, &cmds[i], &chld);
 

@@ -165,7 +165,8 @@ class ModelPlatform(Platform):
                          f"numa_cpus={':'.join(str(c) for c in layout['cpu_nodes'])}"]
             log(f"{exp.id}: booting the {arch} guest under the timing model ({m.name}) with "
                 f"{len(commands)} command(s)")
-            b, retried = guest.boot_once_more_if_silent(exp.id, image, commands, timeout, log,
+            # from the image's snapshot (booted once to its init), with the plugin loaded at restore
+            b, retried = guest.boot_once_more_if_silent(exp.id, image, commands, timeout, log, snapshot=True,
                                                         qemu_extra=["-plugin", ",".join(opts)] + list(a.icount))
             stats = json.loads(out.read_text()) if out.exists() and out.stat().st_size else {}
         raw = f"$ {b.qemu_cmdline}\n{b.console}\n--- boot.sh ---\n{b.stderr}\n--- model stats ---\n" \
