@@ -41,8 +41,8 @@ void array_init(Array *a, uint64_t entries, uint64_t ways, unsigned shift)
 /* The NUMA node holding addr (a guest-physical address in system mode). */
 static inline unsigned node_of(const VCpu *v, uint64_t addr)
 {
-    if (cfg.numa_nodes == 1)
-        return 0;
+    if (LIKELY(numa_local)) /* one node, or user mode without interleave: decided at install */
+        return v->node;
     if (addr & itag) /* an instruction fetch in system mode: taken as local */
         return v->node;
     if (cfg.numa_interleave)
@@ -166,6 +166,11 @@ static inline int lower_read(VCpu *v, uint64_t addr, bool ifetch)
         return 2;
     }
     v->c.l2_read_misses++;
+    /* a dirty victim goes to the L3 after the fill (l2_evicted): its L3 set,
+     * like the fill's, is likely not in the host's caches, so it is fetched
+     * now, in the shadow of the fill's lookup */
+    if (have_l3 && victim != INVALID_TAG && (victim & 1))
+        __builtin_prefetch(array_mru(&v->l3, ((victim >> 1) << l2_shift) >> l3_shift));
     int lvl = 0;
     if (have_l3 && l3_read(v, addr))
         lvl = 3;

@@ -228,6 +228,9 @@ typedef struct {
 
 extern VCpu *vcpus[MAX_VCPUS];
 extern bool have_l2, have_l3, have_stlb;
+/* every address is on the vCPU's own NUMA node (numa_nodes=1, or user mode
+ * without numa_interleave=): node_of needs no look at the address */
+extern bool numa_local;
 extern uint64_t region_seq; /* regions begun so far, all vCPUs (atomic) */
 /* System mode: caches are indexed by guest-physical address, except that
  * instruction fetches keep their virtual line (plugin API 1 gives no
