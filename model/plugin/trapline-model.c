@@ -38,6 +38,10 @@
  *    common case (aligned, the most recent page and line of their sets) is
  *    counted inline (data_access, model.h), the rest walks the arrays in one
  *    pass per set (array_read), with the last level's set prefetched;
+ *  - the callbacks are chosen per run at translation (tb_exec_t, mem_exec_t):
+ *    a user-mode run without fast_forward= or trace= gets variants that test
+ *    none of those features per block or access, and its memory callback's
+ *    common case is a leaf (mem_exec_lean) that tail-calls the rest;
  *  - the plugin is built with -flto, so these paths inline across files;
  *  - instruction exec callbacks only on the few instructions that need one
  *    (ROI markers, SPARC save/restore/return/flushw, prefetches);
