@@ -232,6 +232,36 @@ void l1i_fetch_line(VCpu *v, uint64_t line)
         v->c.l1i_miss_l3hit++;
 }
 
+/* data_access_full for an aligned access in one line (so one page), not
+ * locked, a load or a write-back store, in user mode (address = index):
+ * the same steps without the tests that cannot apply (mem_lean_slow). */
+void data_access_line(VCpu *v, uint64_t addr, bool store)
+{
+    if (have_l3)
+        __builtin_prefetch(array_mru(&v->l3, addr >> l3_shift));
+    else if (have_l2)
+        __builtin_prefetch(array_mru(&v->l2, addr >> l2_shift));
+    uint64_t p = addr >> page_shift, l = addr >> l1d_shift;
+    v->c.dtlb_accesses++;
+    if (UNLIKELY(!array_is_mru(&v->dtlb, p)))
+        tlb_access(v, &v->dtlb, p, &v->c.dtlb_misses);
+    if (!store) {
+        v->c.loads++;
+        if (LIKELY(array_is_mru(&v->l1d, l)) || l1d_read(v, l))
+            v->c.l1d_load_hits++;
+        else
+            v->c.l1d_load_misses++;
+        return;
+    }
+    v->c.stores++;
+    uint64_t *mru = array_mru(&v->l1d, l);
+    if (LIKELY((*mru >> 1) == l) || l1d_read(v, l))
+        v->c.l1d_store_hits++;
+    else
+        v->c.l1d_store_misses++;
+    *mru |= 1; /* the line is the set's most recent now */
+}
+
 /* Any data access (data_access in model.h takes the common case first). */
 void data_access_full(VCpu *v, uint64_t vaddr, uint64_t paddr, unsigned size, bool store, bool locked,
                       bool load_part)

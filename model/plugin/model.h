@@ -258,6 +258,7 @@ void tlb_access(VCpu *v, Array *t, uint64_t vpn, uint64_t *miss);
 void l1i_fetch_line(VCpu *v, uint64_t line);
 void data_access_full(VCpu *v, uint64_t vaddr, uint64_t paddr, unsigned size, bool store, bool locked,
                       bool load_part);
+void data_access_line(VCpu *v, uint64_t addr, bool store);
 
 
 /* One data access of size bytes at vaddr (guest-physical paddr: the caches'

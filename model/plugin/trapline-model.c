@@ -354,6 +354,11 @@ static __attribute__((noinline)) void mem_lean_slow(VCpu *v, qemu_plugin_meminfo
         data_access_full(v, vaddr, vaddr, size, true, false, false);
         return;
     }
+    if (LIKELY(!(vaddr & (size - 1)) && !((vaddr ^ (vaddr + size - 1)) >> l1d_shift) &&
+               (rw != 2 || !cfg.l1d_write))) {
+        data_access_line(v, vaddr, rw == 2);
+        return;
+    }
     data_access_full(v, vaddr, vaddr, size, rw == 2, false, rw != 2);
 }
 
