@@ -343,6 +343,8 @@ typedef struct TBDesc {
     InsnDesc *insn;
     uint64_t *ivaddr; /* for the trace */
     uint8_t *isize;
+    bool one_run;            /* one run of lines and one of pages, n_entry long each */
+    uint64_t iline1, ipage1; /* their line and page */
 } TBDesc;
 
 int sparc_trap_kind(unsigned tt);

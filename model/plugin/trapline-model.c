@@ -279,9 +279,25 @@ static void tb_exec(unsigned int vi, void *ud)
     tb_exec_t(vi, ud, true, audit_faults, true);
 }
 
-static void tb_exec_lean(unsigned int vi, void *ud) /* no fast_forward, no audit, no trace */
+static __attribute__((noinline)) void tb_lean_slow(unsigned int vi, void *ud)
 {
     tb_exec_t(vi, ud, false, false, false);
+}
+
+/* no fast_forward, no audit, no trace: the common case (a block in one line
+ * and one page, the ones fetched last: no lookup, tb_exec_t's counts) as a
+ * leaf, anything else a tail call */
+static void tb_exec_lean(unsigned int vi, void *ud)
+{
+    VCpu *v = vcpus[vi];
+    const TBDesc *t = ud;
+    if (LIKELY(t->one_run && t->iline1 == v->last_iline && t->ipage1 == v->last_ipage)) {
+        v->c.insns += t->n_entry;
+        v->c.l1i_hits += t->n_entry;
+        v->c.itlb_accesses += t->n_entry;
+        return;
+    }
+    tb_lean_slow(vi, ud);
 }
 
 static void tb_exec_audit(unsigned int vi, void *ud) /* the same with the audit (SPARC) */
@@ -499,6 +515,14 @@ static TBDesc *build_desc(struct qemu_plugin_tb *tb, uint8_t *bytes, size_t n_by
             add_run(t->irun, &t->n_irun, l);
         for (uint64_t p = va >> page_shift; p <= last >> page_shift; p++)
             add_run(t->prun, &t->n_prun, p);
+    }
+    /* one run of lines and one of pages, each as long as the block (what
+     * tb_exec_lean's common case counts) */
+    t->one_run = t->n_irun == 1 && t->n_prun == 1 && t->irun[0].count == t->n_entry &&
+                 t->prun[0].count == t->n_entry;
+    if (t->one_run) {
+        t->iline1 = t->irun[0].key;
+        t->ipage1 = t->prun[0].key;
     }
     if (t->n_audit)
         t->last_audit = t->audit_idx[t->n_audit - 1];
