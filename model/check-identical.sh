@@ -37,9 +37,12 @@ SPARC_MODEL=$(bash -c "$(sed -n '/^MODEL_ARGS=/,/^MODEL_ARGS+=",page=8192/p' "$H
 gcc -O1 -static -o "$work/w-x86_64" "$HERE/tests/workload.c"
 arm-linux-gnueabi-gcc -O1 -static -march=armv6 -marm -o "$work/w-armv6" "$HERE/tests/workload.c"
 sparc64-linux-gnu-gcc -O1 -static -mcpu=ultrasparc -o "$work/w-sparc64" "$HERE/tests/workload.c"
-qemu-x86_64 -plugin "$MODEL,$X86_MODEL,out=$out/workload-x86_64.json" "$work/w-x86_64" reps=2 >/dev/null
-qemu-arm -cpu arm1176 -plugin "$MODEL,$ARM_MODEL,out=$out/workload-armv6.json" "$work/w-armv6" reps=2 >/dev/null
-qemu-sparc64 -plugin "$MODEL,$SPARC_MODEL,out=$out/workload-sparc64.json" "$work/w-sparc64" reps=2 >/dev/null
+# the guest's environment and working directory are fixed: the C library's
+# start-up walks them, so their lengths change the instruction counts
+G="env -i PATH=/usr/bin:/bin"
+(cd "$work" && $G qemu-x86_64 -plugin "$MODEL,$X86_MODEL,out=$out/workload-x86_64.json" ./w-x86_64 reps=2 >/dev/null)
+(cd "$work" && $G qemu-arm -cpu arm1176 -plugin "$MODEL,$ARM_MODEL,out=$out/workload-armv6.json" ./w-armv6 reps=2 >/dev/null)
+(cd "$work" && $G qemu-sparc64 -plugin "$MODEL,$SPARC_MODEL,out=$out/workload-sparc64.json" ./w-sparc64 reps=2 >/dev/null)
 
 for id in loop-order x86-split-lock malloc-chunk-chase strlen-loop; do
     log=$(cd "$ROOT" && ./run.sh run "$id" --platform model --quick --fresh 2>&1) || { echo "$log" >&2; exit 1; }
