@@ -80,6 +80,7 @@ for A in $ARCHES; do
         gcc -O1 -static $SIZE -o "$work/w" "$HERE/tests/workload.c"
         CONFS="native plain cachegrind contrib callbacks model"
         CMD[native]="$work/w reps=$reps"
+        CMD[cachegrind]="valgrind --tool=cachegrind --cache-sim=yes --cachegrind-out-file=$work/cg.out $X86_CG $work/w reps=$reps"
         QEMU="qemu-x86_64" CONTRIB_OPTS=$X86_CONTRIB MODEL_OPTS=$X86_MODEL
         LABEL[native]="native"
         LABEL[cachegrind]="Cachegrind --cache-sim=yes (I1,D1,LL)"

@@ -41,8 +41,8 @@ void array_init(Array *a, uint64_t entries, uint64_t ways, unsigned shift)
 /* The NUMA node holding addr (a guest-physical address in system mode). */
 static inline unsigned node_of(const VCpu *v, uint64_t addr)
 {
-    if (cfg.numa_nodes == 1)
-        return 0;
+    if (LIKELY(numa_local)) /* one node, or user mode without interleave: decided at install */
+        return v->node;
     if (addr & itag) /* an instruction fetch in system mode: taken as local */
         return v->node;
     if (cfg.numa_interleave)
@@ -166,6 +166,11 @@ static inline int lower_read(VCpu *v, uint64_t addr, bool ifetch)
         return 2;
     }
     v->c.l2_read_misses++;
+    /* a dirty victim goes to the L3 after the fill (l2_evicted): its L3 set,
+     * like the fill's, is likely not in the host's caches, so it is fetched
+     * now, in the shadow of the fill's lookup */
+    if (have_l3 && victim != INVALID_TAG && (victim & 1))
+        __builtin_prefetch(array_mru(&v->l3, ((victim >> 1) << l2_shift) >> l3_shift));
     int lvl = 0;
     if (have_l3 && l3_read(v, addr))
         lvl = 3;
@@ -225,6 +230,36 @@ void l1i_fetch_line(VCpu *v, uint64_t line)
         v->c.l1i_miss_l2hit++;
     else if (lvl == 3)
         v->c.l1i_miss_l3hit++;
+}
+
+/* data_access_full for an aligned access in one line (so one page), not
+ * locked, a load or a write-back store, in user mode (address = index):
+ * the same steps without the tests that cannot apply (mem_lean_slow). */
+void data_access_line(VCpu *v, uint64_t addr, bool store)
+{
+    if (have_l3)
+        __builtin_prefetch(array_mru(&v->l3, addr >> l3_shift));
+    else if (have_l2)
+        __builtin_prefetch(array_mru(&v->l2, addr >> l2_shift));
+    uint64_t p = addr >> page_shift, l = addr >> l1d_shift;
+    v->c.dtlb_accesses++;
+    if (UNLIKELY(!array_is_mru(&v->dtlb, p)))
+        tlb_access(v, &v->dtlb, p, &v->c.dtlb_misses);
+    if (!store) {
+        v->c.loads++;
+        if (LIKELY(array_is_mru(&v->l1d, l)) || l1d_read(v, l))
+            v->c.l1d_load_hits++;
+        else
+            v->c.l1d_load_misses++;
+        return;
+    }
+    v->c.stores++;
+    uint64_t *mru = array_mru(&v->l1d, l);
+    if (LIKELY((*mru >> 1) == l) || l1d_read(v, l))
+        v->c.l1d_store_hits++;
+    else
+        v->c.l1d_store_misses++;
+    *mru |= 1; /* the line is the set's most recent now */
 }
 
 /* Any data access (data_access in model.h takes the common case first). */

@@ -238,6 +238,9 @@ typedef struct {
 
 extern VCpu *vcpus[MAX_VCPUS];
 extern bool have_l2, have_l3, have_stlb;
+/* every address is on the vCPU's own NUMA node (numa_nodes=1, or user mode
+ * without numa_interleave=): node_of needs no look at the address */
+extern bool numa_local;
 extern uint64_t region_seq; /* regions begun so far, all vCPUs (atomic) */
 /* System mode: caches are indexed by guest-physical address, except that
  * instruction fetches keep their virtual line (plugin API 1 gives no
@@ -270,6 +273,7 @@ uint64_t fetch_addr(const struct qemu_plugin_insn *insn, uint64_t vaddr);
 void l1i_fetch_line(VCpu *v, uint64_t line);
 void data_access_full(VCpu *v, uint64_t vaddr, uint64_t paddr, unsigned size, bool store, bool locked,
                       bool load_part);
+void data_access_line(VCpu *v, uint64_t addr, bool store);
 
 
 /* One data access of size bytes at vaddr (guest-physical paddr: the caches'
@@ -355,6 +359,8 @@ typedef struct TBDesc {
     uint64_t *ivaddr; /* for the trace */
     uint64_t fetch0; /* fetch_phys: the first instruction's fetch address (deduplication) */
     uint8_t *isize;
+    bool one_run;            /* one run of lines and one of pages, n_entry long each */
+    uint64_t iline1, ipage1; /* their line and page */
 } TBDesc;
 
 int sparc_trap_kind(unsigned tt);

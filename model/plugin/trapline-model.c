@@ -38,6 +38,10 @@
  *    common case (aligned, the most recent page and line of their sets) is
  *    counted inline (data_access, model.h), the rest walks the arrays in one
  *    pass per set (array_read), with the last level's set prefetched;
+ *  - the callbacks are chosen per run at translation (tb_exec_t, mem_exec_t):
+ *    a user-mode run without fast_forward= or trace= gets variants that test
+ *    none of those features per block or access, and its memory callback's
+ *    common case is a leaf (mem_exec_lean) that tail-calls the rest;
  *  - the plugin is built with -flto, so these paths inline across files;
  *  - instruction exec callbacks only on the few instructions that need one
  *    (ROI markers, SPARC save/restore/return/flushw, prefetches);
@@ -70,6 +74,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 VCpu *vcpus[MAX_VCPUS];
 static pthread_mutex_t vcpu_lock = PTHREAD_MUTEX_INITIALIZER;
 bool have_l2, have_l3, have_stlb;
+bool numa_local;
 uint64_t region_seq;
 uint64_t itag;
 unsigned l1i_shift, l1d_shift, l2_shift, l3_shift, page_shift;
@@ -214,14 +219,19 @@ static void special_exec(unsigned int vi, void *ud)
     }
 }
 
-static void tb_exec(unsigned int vi, void *ud)
+/* The block callback. It is one body with the features a run may have as
+ * compile-time flags (ff: fast_forward=, audit: the SPARC fault audit, trace:
+ * trace=): tb_trans registers the variant of this run's features, so a
+ * feature the run does not have costs nothing per block. */
+static inline __attribute__((always_inline)) void tb_exec_t(unsigned int vi, void *ud, bool ff, bool audit,
+                                                            bool trace)
 {
     VCpu *v = vcpus[vi];
     const TBDesc *t = ud;
 
-    if (UNLIKELY(!__atomic_load_n(&modelling, __ATOMIC_RELAXED)))
+    if (ff && UNLIKELY(!__atomic_load_n(&modelling, __ATOMIC_RELAXED)))
         return;
-    if (UNLIKELY(regions_only && !v->open)) {
+    if (ff && UNLIKELY(regions_only && !v->open)) {
         /* the block a region ended in is audited now that the next one starts;
          * blocks between regions are not */
         if (audit_faults) {
@@ -230,13 +240,13 @@ static void tb_exec(unsigned int vi, void *ud)
         }
         return;
     }
-    if (audit_faults) {
+    if (audit) {
         tb_finalize(v, t->vaddr);
         v->cur_tb = t;
         v->done = 0;
     }
     v->c.insns += t->n_entry;
-    if (UNLIKELY(trace_fp)) {
+    if (trace && UNLIKELY(trace_fp)) {
         pthread_mutex_lock(&trace_lock);
         for (uint32_t i = 0; i < t->n_entry; i++)
             fprintf(trace_fp, "I %" PRIx64 " %u\n", t->ivaddr[i], t->isize[i]);
@@ -265,13 +275,49 @@ static void tb_exec(unsigned int vi, void *ud)
     }
 }
 
-static void mem_exec(unsigned int vi, qemu_plugin_meminfo_t info, uint64_t vaddr, void *ud)
+static void tb_exec(unsigned int vi, void *ud)
+{
+    tb_exec_t(vi, ud, true, audit_faults, true);
+}
+
+static __attribute__((noinline)) void tb_lean_slow(unsigned int vi, void *ud)
+{
+    tb_exec_t(vi, ud, false, false, false);
+}
+
+/* no fast_forward, no audit, no trace: the common case (a block in one line
+ * and one page, the ones fetched last: no lookup, tb_exec_t's counts) as a
+ * leaf, anything else a tail call */
+static void tb_exec_lean(unsigned int vi, void *ud)
+{
+    VCpu *v = vcpus[vi];
+    const TBDesc *t = ud;
+    if (LIKELY(t->one_run && t->iline1 == v->last_iline && t->ipage1 == v->last_ipage)) {
+        v->c.insns += t->n_entry;
+        v->c.l1i_hits += t->n_entry;
+        v->c.itlb_accesses += t->n_entry;
+        return;
+    }
+    tb_lean_slow(vi, ud);
+}
+
+static void tb_exec_audit(unsigned int vi, void *ud) /* the same with the audit (SPARC) */
+{
+    tb_exec_t(vi, ud, false, true, false);
+}
+
+/* The memory callback, like tb_exec_t one body with the run's features as
+ * flags (sys: system mode; locked: the instruction may be a locked RMW,
+ * known at translation) and variants chosen per instruction in tb_trans. */
+static inline __attribute__((always_inline)) void mem_exec_t(unsigned int vi, qemu_plugin_meminfo_t info,
+                                                             uint64_t vaddr, void *ud, bool ff, bool audit,
+                                                             bool sys, bool trace, bool locked)
 {
     VCpu *v = vcpus[vi];
     const InsnDesc *d = ud;
-    if (UNLIKELY(!__atomic_load_n(&modelling, __ATOMIC_RELAXED)))
+    if (ff && UNLIKELY(!__atomic_load_n(&modelling, __ATOMIC_RELAXED)))
         return;
-    if (UNLIKELY(regions_only && !v->open))
+    if (ff && UNLIKELY(regions_only && !v->open))
         return;
     /* QEMU 7.2 packs the direction above the MemOpIdx (include/qemu/plugin.h:
      * make_plugin_meminfo): 1 = read, 2 = write, 3 = an atomic
@@ -283,10 +329,10 @@ static void mem_exec(unsigned int vi, qemu_plugin_meminfo_t info, uint64_t vaddr
     unsigned size = 1u << ((info >> 4) & 7);
     unsigned rw = (info >> 16) & 3;
 
-    if (audit_faults && d->idx >= v->done)
+    if (audit && d->idx >= v->done)
         v->done = d->idx + 1u;
     uint64_t paddr = vaddr;
-    if (system_mode) {
+    if (sys && system_mode) {
         struct qemu_plugin_hwaddr *hw = qemu_plugin_get_hwaddr(info, vaddr);
         if (hw) {
             if (qemu_plugin_hwaddr_is_io(hw)) { /* a device register: no cache, no TLB model */
@@ -296,16 +342,80 @@ static void mem_exec(unsigned int vi, qemu_plugin_meminfo_t info, uint64_t vaddr
             paddr = qemu_plugin_hwaddr_phys_addr(hw);
         }
     }
-    if (UNLIKELY(trace_fp))
+    if (trace && UNLIKELY(trace_fp))
         trace_line("%c %" PRIx64 " %u\n", rw == 2 ? 'W' : 'R', vaddr, size);
-    if (rw == 3) {
-        data_access(v, vaddr, paddr, size, false, d->locked, true);
-        if (UNLIKELY(trace_fp))
+    bool lk = locked && d->locked;
+    if (UNLIKELY(rw == 3)) {
+        data_access(v, vaddr, paddr, size, false, lk, true);
+        if (trace && UNLIKELY(trace_fp))
             trace_line("W %" PRIx64 " %u\n", vaddr, size);
-        data_access(v, vaddr, paddr, size, true, d->locked, false);
+        data_access(v, vaddr, paddr, size, true, lk, false);
         return;
     }
-    data_access(v, vaddr, paddr, size, rw == 2, d->locked, rw != 2);
+    data_access(v, vaddr, paddr, size, rw == 2, lk, rw != 2);
+}
+
+static void mem_exec(unsigned int vi, qemu_plugin_meminfo_t info, uint64_t vaddr, void *ud)
+{
+    mem_exec_t(vi, info, vaddr, ud, true, audit_faults, true, true, true);
+}
+
+/* mem_exec_lean's accesses that are not the common case (data_access_full
+ * finds the common case's hits too, with the same counts) */
+static __attribute__((noinline)) void mem_lean_slow(VCpu *v, qemu_plugin_meminfo_t info, uint64_t vaddr)
+{
+    unsigned size = 1u << ((info >> 4) & 7);
+    unsigned rw = (info >> 16) & 3;
+    if (UNLIKELY(rw == 3)) {
+        data_access_full(v, vaddr, vaddr, size, false, false, true);
+        data_access_full(v, vaddr, vaddr, size, true, false, false);
+        return;
+    }
+    if (LIKELY(!(vaddr & (size - 1)) && !((vaddr ^ (vaddr + size - 1)) >> l1d_shift) &&
+               (rw != 2 || !cfg.l1d_write))) {
+        data_access_line(v, vaddr, rw == 2);
+        return;
+    }
+    data_access_full(v, vaddr, vaddr, size, rw == 2, false, rw != 2);
+}
+
+/* The memory callback of a lean run (user mode, no fast_forward=, trace= or
+ * audit; an instruction that is not locked): mem_exec_t's common case
+ * (data_access) as a leaf that touches no callee-saved register, anything
+ * else a tail call. */
+static inline __attribute__((always_inline)) void mem_lean_body(VCpu *v, qemu_plugin_meminfo_t info, uint64_t vaddr)
+{
+    unsigned size = 1u << ((info >> 4) & 7);
+    unsigned rw = (info >> 16) & 3;
+    uint64_t line = vaddr >> l1d_shift;
+    uint64_t *mru = array_mru(&v->l1d, line);
+    if (UNLIKELY(rw == 3 || (vaddr & (size - 1)) || ((vaddr ^ (vaddr + size - 1)) >> l1d_shift) ||
+                 (rw == 2 && cfg.l1d_write) || (*mru >> 1) != line || !array_is_mru(&v->dtlb, vaddr >> page_shift)))
+        return mem_lean_slow(v, info, vaddr);
+    v->c.dtlb_accesses++;
+    if (rw == 2) {
+        v->c.stores++;
+        v->c.l1d_store_hits++;
+        *mru |= 1;
+    } else {
+        v->c.loads++;
+        v->c.l1d_load_hits++;
+    }
+}
+
+static void mem_exec_lean(unsigned int vi, qemu_plugin_meminfo_t info, uint64_t vaddr, void *ud)
+{
+    mem_lean_body(vcpus[vi], info, vaddr);
+}
+
+/* the same with the SPARC audit: the access reported, so it did not fault */
+static void mem_exec_audit(unsigned int vi, qemu_plugin_meminfo_t info, uint64_t vaddr, void *ud)
+{
+    VCpu *v = vcpus[vi];
+    const InsnDesc *d = ud;
+    if (d->idx >= v->done)
+        v->done = d->idx + 1u;
+    mem_lean_body(v, info, vaddr);
 }
 
 /* ------------------------------------------------------------ translation */
@@ -410,6 +520,14 @@ static TBDesc *build_desc(struct qemu_plugin_tb *tb, uint8_t *bytes, size_t n_by
         for (uint64_t p = va >> page_shift; p <= last >> page_shift; p++)
             add_run(t->prun, &t->n_prun, p);
     }
+    /* one run of lines and one of pages, each as long as the block (what
+     * tb_exec_lean's common case counts) */
+    t->one_run = t->n_irun == 1 && t->n_prun == 1 && t->irun[0].count == t->n_entry &&
+                 t->prun[0].count == t->n_entry;
+    if (t->one_run) {
+        t->iline1 = t->irun[0].key;
+        t->ipage1 = t->prun[0].key;
+    }
     if (t->n_audit)
         t->last_audit = t->audit_idx[t->n_audit - 1];
     return t;
@@ -462,11 +580,19 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
     }
     pthread_mutex_unlock(&tb_lock);
 
-    qemu_plugin_register_vcpu_tb_exec_cb(tb, tb_exec, QEMU_PLUGIN_CB_NO_REGS, t);
+    /* the callbacks of this run's features (tb_exec_t, mem_exec_t): a run in
+     * user mode without fast_forward= or trace= gets the lean ones */
+    bool lean = !cfg.fast_forward && !system_mode && !trace_fp;
+    qemu_plugin_register_vcpu_tb_exec_cb(tb, !lean ? tb_exec : audit_faults ? tb_exec_audit : tb_exec_lean,
+                                         QEMU_PLUGIN_CB_NO_REGS, t);
     for (size_t i = 0; i < n; i++) {
         struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
         InsnDesc *d = &t->insn[i];
-        qemu_plugin_register_vcpu_mem_cb(insn, mem_exec, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW, d);
+        qemu_plugin_register_vcpu_mem_cb(insn,
+                                         !lean || d->locked ? mem_exec
+                                         : audit_faults     ? mem_exec_audit
+                                                            : mem_exec_lean,
+                                         QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW, d);
         if (d->special || d->tail)
             qemu_plugin_register_vcpu_insn_exec_cb(insn, special_exec, QEMU_PLUGIN_CB_NO_REGS, d);
         int64_t simm;
@@ -523,6 +649,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     page_shift = log2u(cfg.page);
     have_stlb = cfg.stlb_entries != 0;
     audit_faults = cfg.arch == ARCH_SPARC64;
+    numa_local = cfg.numa_nodes == 1 || (!system_mode && !cfg.numa_interleave);
 
     if (cfg.trace) {
         trace_fp = fopen(cfg.trace, "w");
