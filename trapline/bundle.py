@@ -180,6 +180,9 @@ def deterministic(entry: dict) -> str | None:
     if entry.get("platform") != "model":
         return NOT_REPEATABLE.get(entry.get("platform"), f"the {entry.get('platform')} lane is not deterministic")
     if not facts.get("deterministic", not facts.get("guest", False)):
+        if facts.get("lockstep"):
+            return ("a lockstep lane of the model: threads on several vCPUs, whose host timing "
+                    "moves its figures by about 1e-6 (docs/model.md)")
         return "a guest lane of the model: a booted kernel is not bit-for-bit repeatable"
     if not entry.get("commands"):
         return "not applicable: no kernel ran for it"
