@@ -36,12 +36,16 @@ def test_one_lock_does_not_scale_per_thread_allocation_does_and_reruns_agree(res
     # the lock line moves between the vCPUs and thread 0 waits for it
     assert f["lock-line hand-offs on thread 0 per iteration of the loop, single lock, 2 threads"] > 0.1
     assert 0.01 < f["share of thread 0's cycles spent waiting, single lock, 2 threads"] < 0.9
-    # the interleaving is the model's, not the host's: a rerun gives the same figures within
-    # 0.01% (measured: identical in most runs, else moved by about 1e-6 relative;
-    # kernels/stl-alloc-scaling/README.md)
+    # the interleaving is the model's, not the host's: a rerun gives the same single-lock
+    # figures within 0.01% (measured: identical in most runs, else moved by about 1e-6),
+    # and the per-thread allocator's within 1% (glibc's arena set-up waits on a futex whose
+    # return is host-timed: 0.18% seen in CI at 4 threads; kernels/stl-alloc-scaling/README.md)
     again = _entry(results_dir)
     assert again["reproduced"] == pytest.approx(e["reproduced"], rel=1e-4)
-    assert [x["value"] for x in again["figures"]] == pytest.approx([x["value"] for x in e["figures"]], rel=1e-4)
+    for a, b in zip(again["figures"], e["figures"]):
+        assert a["name"] == b["name"]
+        tol = 1e-2 if "per-thread allocator" in a["name"] else 1e-4
+        assert a["value"] == pytest.approx(b["value"], rel=tol), (a["name"], a["value"], b["value"])
 
 
 # ------------------------------------------------------------------ the timeline, on a small program
