@@ -292,11 +292,12 @@ def test_a_bad_combination_of_machine_fields_is_named(results_dir):
 
 
 def test_a_failed_point_is_a_row_and_is_computed_again_by_the_next_sweep(results_dir):
-    """A time limit of 0.3 s (each of these kernels runs a second or more under the model)
-    fails both points (status failed, exit 1); a failure is not cached: the same sweep
-    again computes both again."""
-    argv = ["sweep", "loop-order", "--quick", "--set", "rows=2048,4096", "--set", "cols=2048", "--timeout", "0.3",
-            "--workers", "2"]
+    """A time limit of 0.3 s fails both points (status failed, exit 1); a failure is not
+    cached: the same sweep again computes both again. reps=200 makes each kernel run
+    many seconds under the model (without it, rows=2048 finished inside 0.3 s on an
+    idle machine and the point was reproduced: CI failed on it)."""
+    argv = ["sweep", "loop-order", "--quick", "--set", "rows=2048,4096", "--set", "cols=2048", "--set", "reps=200",
+            "--timeout", "0.3", "--workers", "2"]
     for _ in range(2):
         r = trapline(*argv, timeout=300)
         assert r.returncode == 1, r.stderr[-3000:]
