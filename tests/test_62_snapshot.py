@@ -139,8 +139,19 @@ def test_a_snapshot_does_not_serve_another_command_line(armv6_image, own_snapsho
     by = guest.boot(armv6_image, ["/trapline/tests/hello y"], 60, snapshot=True)
     _hello(bx)
     _hello(by)
+    # each run restored its own key's snapshot, never the other's; a snapshot whose trial
+    # restores all failed (some saved raspi0 guests never wake: docs/model.md) is not kept
+    # and its run boots, saying why (CI saw that once for the run without -icount)
+    for b, k in ((bx, k1), (by, k2)):
+        s = b.facts["snapshot"]
+        if s["used"]:
+            assert s["entry"] == f"armv6-{k[:24]}", (k, b.facts)
+        else:
+            assert s["notes"], b.facts
+    assert bx.facts["snapshot"]["used"] or by.facts["snapshot"]["used"], (bx.facts, by.facts)
     names = sorted(p.name for p in own_snapshots.iterdir() if not p.name.startswith("."))
-    assert names == sorted([f"armv6-{k1[:24]}", f"armv6-{k2[:24]}"]), (bx.facts, by.facts)
+    assert names and set(names) <= {f"armv6-{k1[:24]}", f"armv6-{k2[:24]}"}, (names, bx.facts, by.facts)
+    assert len(names) == sum(b.facts["snapshot"]["used"] for b in (bx, by)), (names, bx.facts, by.facts)
 
 
 def test_a_hung_restored_guest_is_killed_at_its_timeout(armv6_image, own_snapshots):
