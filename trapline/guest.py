@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from trapline import arch as arch_table, build
 from trapline.errors import UsageError
 from trapline.images import IMAGES, Image
-from trapline.proc import run_command, tail
+from trapline.proc import run_command, tail, tool_version
 
 if TYPE_CHECKING:
     from trapline.context import RunContext
@@ -176,12 +176,7 @@ def shell_quote(argv: list[str]) -> str:
 
 
 def qemu_version(arch: str) -> str:
-    try:
-        out = subprocess.run([arch_table.get(arch).qemu_system, "--version"], capture_output=True, text=True,
-                             timeout=30).stdout
-        return out.splitlines()[0] if out else "unknown"
-    except OSError:
-        return "not installed"
+    return tool_version(arch_table.get(arch).qemu_system)
 
 
 def guest_image_facts(arch: str, img: Image | None) -> dict:

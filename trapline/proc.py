@@ -8,10 +8,24 @@ import signal
 import subprocess
 import threading
 import time
+from functools import lru_cache
 from pathlib import Path
 
 CONSOLE_TAIL_LINES = 20
 _PR_SET_PDEATHSIG = 1
+
+
+@lru_cache(maxsize=None)
+def tool_version(binary: str) -> str:
+    """The first line of `binary --version` (QEMU's, for manifests and cache keys);
+    "not installed" when it cannot be run, "unknown" when it prints nothing or hangs."""
+    try:
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except OSError:
+        return "not installed"
+    except subprocess.TimeoutExpired:
+        return "unknown"
+    return out.splitlines()[0] if out.strip() else "unknown"
 
 
 def die_with_parent() -> None:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -37,7 +36,7 @@ from trapline import arch as arch_table, build, guest, images, kernelio, machine
 from trapline.errors import UsageError
 from trapline.platforms.base import Platform, PlatformRun, check_kernel_sets, kernel_args
 from trapline.plugin import args as plugin_args, region_counts
-from trapline.proc import run_command, tail
+from trapline.proc import run_command, tail, tool_version
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 TIMEOUT_S = 900
@@ -74,7 +73,7 @@ class ModelPlatform(Platform):
     def describe(self) -> dict:
         ctx = self.ctx
         return {"plugin": str(ctx.plugin_path) if ctx.plugin_path else None,
-                "qemu": {a: _version(arch_table.get(a).qemu_user) for a in sorted(ctx.used.get(self.name, ()))},
+                "qemu": {a: tool_version(arch_table.get(a).qemu_user) for a in sorted(ctx.used.get(self.name, ()))},
                 # the guest lane: qemu-system and the guest image it booted
                 "guests": {a: guest.guest_image_facts(a, ctx.images.get(a))
                            for a in sorted(ctx.used.get("model-guest", ()))},
@@ -274,8 +273,3 @@ def machine_facts(exp, m: machines.Machine, regions: int, guest: bool = False) -
             "from_this_claim": from_claim, "assumed": assumed, "rests_on": rests_on(calibrated, from_claim)}
 
 
-def _version(binary: str) -> str:
-    try:
-        return subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30).stdout.splitlines()[0]
-    except (OSError, IndexError):
-        return "unknown"

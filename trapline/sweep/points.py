@@ -18,12 +18,12 @@ import hashlib
 import json
 import os
 import socket
-import subprocess
 import time
 from functools import lru_cache
 from pathlib import Path
 
 from trapline import build, experiment, platforms, results, runner
+from trapline.proc import tool_version
 from trapline.context import RunContext
 
 # what decides a point's result besides its inputs: trapline's own sources
@@ -63,14 +63,6 @@ def lane_arch(exp, pname: str) -> str:
     return exp.platform(pname).get("arch") or getattr(platforms.PLATFORMS.get(pname), "arch", None) or "x86_64"
 
 
-def _qemu_version(binary: str) -> str:
-    try:
-        return subprocess.run([binary, "--version"], capture_output=True, text=True,
-                              timeout=30).stdout.splitlines()[0]
-    except (OSError, IndexError, subprocess.TimeoutExpired):
-        return "unknown"
-
-
 def shared_keys(exp, pname: str, ctx: RunContext) -> dict:
     """The keys every point of a sweep shares, made (built, when missing) once by the
     sweep's own process: the kernel build, the plugin, the guest image, QEMU, the tree."""
@@ -85,9 +77,9 @@ def shared_keys(exp, pname: str, ctx: RunContext) -> dict:
     if guest:
         img = ctx.image(a)
         keys["image"] = {k: img.facts.get(k) for k in ("LINUX_SHA256", "INITRD_SHA256")}
-        keys["qemu"] = _qemu_version(arch_table.get(a).qemu_system)
+        keys["qemu"] = tool_version(arch_table.get(a).qemu_system)
     elif pname in ("model", "qemu"):
-        keys["qemu"] = _qemu_version(arch_table.get(a).qemu_user)
+        keys["qemu"] = tool_version(arch_table.get(a).qemu_user)
     return keys
 
 
