@@ -359,8 +359,12 @@ typedef struct TBDesc {
     uint64_t *ivaddr; /* for the trace */
     uint64_t fetch0; /* fetch_phys: the first instruction's fetch address (deduplication) */
     uint8_t *isize;
-    bool one_run;            /* one run of lines and one of pages, n_entry long each */
-    uint64_t iline1, ipage1; /* their line and page */
+    /* at most two runs of lines and one of pages (tb_exec_lean's common case):
+     * the lines (iline2 = iline1 with one run), the page, and the L1I hits
+     * and ITLB accesses the block counts when they are all hits */
+    bool leaf;
+    uint32_t leaf_ihits, leaf_iacc;
+    uint64_t iline1, iline2, ipage1;
 } TBDesc;
 
 int sparc_trap_kind(unsigned tt);

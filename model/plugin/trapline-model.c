@@ -285,17 +285,24 @@ static __attribute__((noinline)) void tb_lean_slow(unsigned int vi, void *ud)
     tb_exec_t(vi, ud, false, false, false);
 }
 
-/* no fast_forward, no audit, no trace: the common case (a block in one line
- * and one page, the ones fetched last: no lookup, tb_exec_t's counts) as a
- * leaf, anything else a tail call */
+/* no fast_forward, no audit, no trace: the common case as a leaf, anything
+ * else a tail call. The common case: a block in one or two lines and one
+ * page, each line the one fetched last or the most recent of its L1I set,
+ * the page the one fetched last or the most recent of its ITLB set: every
+ * fetch a hit that changes nothing, tb_exec_t's counts without its loops
+ * (a loop body across a line boundary is two runs) */
 static void tb_exec_lean(unsigned int vi, void *ud)
 {
     VCpu *v = vcpus[vi];
     const TBDesc *t = ud;
-    if (LIKELY(t->one_run && t->iline1 == v->last_iline && t->ipage1 == v->last_ipage)) {
+    if (LIKELY(t->leaf && (t->iline1 == v->last_iline || array_is_mru(&v->l1i, t->iline1)) &&
+               (t->iline2 == t->iline1 || array_is_mru(&v->l1i, t->iline2)) &&
+               (t->ipage1 == v->last_ipage || array_is_mru(&v->itlb, t->ipage1)))) {
         v->c.insns += t->n_entry;
-        v->c.l1i_hits += t->n_entry;
-        v->c.itlb_accesses += t->n_entry;
+        v->c.l1i_hits += t->leaf_ihits;
+        v->c.itlb_accesses += t->leaf_iacc;
+        v->last_iline = t->iline2;
+        v->last_ipage = t->ipage1;
         return;
     }
     tb_lean_slow(vi, ud);
@@ -520,13 +527,15 @@ static TBDesc *build_desc(struct qemu_plugin_tb *tb, uint8_t *bytes, size_t n_by
         for (uint64_t p = va >> page_shift; p <= last >> page_shift; p++)
             add_run(t->prun, &t->n_prun, p);
     }
-    /* one run of lines and one of pages, each as long as the block (what
-     * tb_exec_lean's common case counts) */
-    t->one_run = t->n_irun == 1 && t->n_prun == 1 && t->irun[0].count == t->n_entry &&
-                 t->prun[0].count == t->n_entry;
-    if (t->one_run) {
+    /* one or two runs of lines and one of pages (what tb_exec_lean's common
+     * case counts) */
+    t->leaf = t->n_irun >= 1 && t->n_irun <= 2 && t->n_prun == 1;
+    if (t->leaf) {
         t->iline1 = t->irun[0].key;
+        t->iline2 = t->irun[t->n_irun - 1].key;
         t->ipage1 = t->prun[0].key;
+        t->leaf_ihits = t->irun[0].count + (t->n_irun == 2 ? t->irun[1].count : 0);
+        t->leaf_iacc = t->prun[0].count;
     }
     if (t->n_audit)
         t->last_audit = t->audit_idx[t->n_audit - 1];
