@@ -394,16 +394,38 @@ static inline __attribute__((always_inline)) void mem_lean_body(VCpu *v, qemu_pl
 {
     unsigned size = 1u << ((info >> 4) & 7);
     unsigned rw = (info >> 16) & 3;
-    uint64_t line = vaddr >> l1d_shift;
-    uint64_t *mru = array_mru(&v->l1d, line);
     if (UNLIKELY(rw == 3 || (vaddr & (size - 1)) || ((vaddr ^ (vaddr + size - 1)) >> l1d_shift) ||
-                 (rw == 2 && cfg.l1d_write) || (*mru >> 1) != line || !array_is_mru(&v->dtlb, vaddr >> page_shift)))
+                 (rw == 2 && cfg.l1d_write)))
         return mem_lean_slow(v, info, vaddr);
+    /* the page is its DTLB set's most recent, or the one before it: a hit
+     * that swaps the two (what array_read does); else the slow path looks it
+     * up. Two streams whose pages share a set (x86_64 workload: a[] and idx[])
+     * alternate there. */
+    uint64_t page = vaddr >> page_shift;
+    uint64_t *ts = array_mru(&v->dtlb, page);
+    if (UNLIKELY((ts[0] >> 1) != page)) {
+        if (v->dtlb.ways < 2 || (ts[1] >> 1) != page)
+            return mem_lean_slow(v, info, vaddr);
+        uint64_t x = ts[1];
+        ts[1] = ts[0];
+        ts[0] = x;
+    }
+    /* the same for the line in its L1D set (a slow path taken from here finds
+     * the page at its set's head: a hit, the swap was the lookup's one change) */
+    uint64_t line = vaddr >> l1d_shift;
+    uint64_t *ls = array_mru(&v->l1d, line);
+    if (UNLIKELY((ls[0] >> 1) != line)) {
+        if (v->l1d.ways < 2 || (ls[1] >> 1) != line)
+            return mem_lean_slow(v, info, vaddr);
+        uint64_t x = ls[1];
+        ls[1] = ls[0];
+        ls[0] = x;
+    }
     v->c.dtlb_accesses++;
     if (rw == 2) {
         v->c.stores++;
         v->c.l1d_store_hits++;
-        *mru |= 1;
+        *ls |= 1;
     } else {
         v->c.loads++;
         v->c.l1d_load_hits++;
