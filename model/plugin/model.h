@@ -157,13 +157,12 @@ void array_init(Array *a, uint64_t entries, uint64_t ways, unsigned shift);
  * recently used way first (the common case: no store), then the others,
  * each moved one way down while it is scanned, so that a hit or the miss
  * only has to put the key at way 0 (no second loop, no memmove call). */
-static inline int array_read(Array *a, uint64_t k, uint64_t *victim)
+static inline __attribute__((always_inline)) int array_read_any(uint64_t *s, unsigned w, uint64_t k,
+                                                                uint64_t *victim)
 {
-    uint64_t *s = a->e + (k & a->set_mask) * a->ways;
     uint64_t carry = s[0];
     if (LIKELY((carry >> 1) == k))
         return 1;
-    unsigned w = a->ways;
     for (unsigned i = 1; i < w; i++) {
         uint64_t x = s[i];
         s[i] = carry;
@@ -176,6 +175,48 @@ static inline int array_read(Array *a, uint64_t k, uint64_t *victim)
     *victim = carry;
     s[0] = k << 1;
     return 0;
+}
+
+/* The same for a set of a constant W <= 8 ways (unrolled): a scan that only
+ * compares, then the ways above the hit moved down by one; on a miss (the
+ * common case of the L1D and L2 and a DTLB on a random access) one block
+ * move through registers instead of a store per way. */
+static inline __attribute__((always_inline)) int array_read_w(uint64_t *s, const unsigned W, uint64_t k,
+                                                              uint64_t *victim)
+{
+    if (LIKELY((s[0] >> 1) == k))
+        return 1;
+    unsigned i = 1;
+#pragma GCC unroll 8
+    for (; i < W; i++)
+        if ((s[i] >> 1) == k)
+            break;
+    if (i < W) { /* a hit at way i: ways 0 .. i-1 move down by one */
+        uint64_t carry = s[0], x = s[i];
+        for (unsigned j = 1; j <= i; j++) {
+            uint64_t y = s[j];
+            s[j] = carry;
+            carry = y;
+        }
+        s[0] = x;
+        return 1;
+    }
+    uint64_t t[8];
+    *victim = s[W - 1];
+    __builtin_memcpy(t, s, (W - 1) * sizeof *s);
+    __builtin_memcpy(s + 1, t, (W - 1) * sizeof *s);
+    s[0] = k << 1;
+    return 0;
+}
+
+static inline __attribute__((always_inline)) int array_read(Array *a, uint64_t k, uint64_t *victim)
+{
+    uint64_t *s = a->e + (k & a->set_mask) * a->ways;
+    switch (a->ways) { /* the x86_64 and armv6 machines' L1s, L2s and TLBs */
+    case 4: return array_read_w(s, 4, k, victim);
+    case 8: return array_read_w(s, 8, k, victim);
+    default: return array_read_any(s, a->ways, k, victim);
+    }
 }
 
 /* Where key k sits, or NULL; no recency change. */
