@@ -177,34 +177,25 @@ static inline __attribute__((always_inline)) int array_read_any(uint64_t *s, uns
     return 0;
 }
 
-/* The same for a set of a constant W <= 8 ways (unrolled): a scan that only
- * compares, then the ways above the hit moved down by one; on a miss (the
- * common case of the L1D and L2 and a DTLB on a random access) one block
- * move through registers instead of a store per way. */
+/* The same for a set of a constant W ways, unrolled (the carry stays in
+ * registers): the L1s, L2s and TLBs of the x86_64 and armv6 machines. */
 static inline __attribute__((always_inline)) int array_read_w(uint64_t *s, const unsigned W, uint64_t k,
                                                               uint64_t *victim)
 {
-    if (LIKELY((s[0] >> 1) == k))
+    uint64_t carry = s[0];
+    if (LIKELY((carry >> 1) == k))
         return 1;
-    unsigned i = 1;
 #pragma GCC unroll 8
-    for (; i < W; i++)
-        if ((s[i] >> 1) == k)
-            break;
-    if (i < W) { /* a hit at way i: ways 0 .. i-1 move down by one */
-        uint64_t carry = s[0], x = s[i];
-        for (unsigned j = 1; j <= i; j++) {
-            uint64_t y = s[j];
-            s[j] = carry;
-            carry = y;
+    for (unsigned i = 1; i < W; i++) {
+        uint64_t x = s[i];
+        s[i] = carry;
+        if ((x >> 1) == k) {
+            s[0] = x;
+            return 1;
         }
-        s[0] = x;
-        return 1;
+        carry = x;
     }
-    uint64_t t[8];
-    *victim = s[W - 1];
-    __builtin_memcpy(t, s, (W - 1) * sizeof *s);
-    __builtin_memcpy(s + 1, t, (W - 1) * sizeof *s);
+    *victim = carry;
     s[0] = k << 1;
     return 0;
 }
