@@ -48,7 +48,7 @@
  *    their DTLB and L1D sets; way 1 is a swap);
  *  - the work is done in the callback, not deferred: a per-vCPU buffer of
  *    events modelled in batches (the guest's own gathers then overlap, and
- *    the model's lookups can be prefetched ahead) measured 12-16% slower on
+ *    the model's lookups can be prefetched ahead) measured 4-16% slower on
  *    x86_64, the appending and the second pass costing more than the stalls
  *    they hid (docs/performance.md);
  *  - the plugin is built with -flto, so these paths inline across files;
