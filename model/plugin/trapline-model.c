@@ -49,9 +49,11 @@
  *  - the work is done in the callback, not deferred: a per-vCPU buffer of
  *    events modelled in batches (the guest's own gathers then overlap, and
  *    the model's lookups can be prefetched ahead) measured 4-16% slower on
- *    x86_64, the appending and the second pass costing more than the stalls
- *    they hid (docs/performance.md);
- *  - the plugin is built with -flto, so these paths inline across files;
+ *    x86_64, a queue of only the accesses that miss the L1D 9-15% slower:
+ *    the appending and the second pass cost more than the stalls they hid
+ *    (docs/performance.md);
+ *  - the plugin is built with -flto, so these paths inline across files, and
+ *    the miss walk's steps are always inlined (caches.c, HOT);
  *  - instruction exec callbacks only on the few instructions that need one
  *    (ROI markers, SPARC save/restore/return/flushw, prefetches);
  *  - all decoding (locked RMW, prefetch function codes, marker encodings,
