@@ -18,6 +18,10 @@
 #
 #   model/bench-x86.sh [arch=x86_64|armv6|both] [reps=100] [runs=3]
 #
+# BENCH_MODEL_SO=path times another build of the plugin as "model";
+# BENCH_BASE_SO=path adds a second build as one more configuration of the same
+# interleaved rounds (a before/after comparison in one run, stats compared).
+#
 # The workload is model/tests/workload.c built with -DN=262144 -DSPIN=200000
 # (2^18 unsigned ints updated through an index array and gathered, then a
 # 200,000-step arithmetic loop; reps=100: about 390 M x86_64 instructions),
@@ -46,6 +50,7 @@ both) ARCHES="x86_64 armv6" ;;
 esac
 
 MODEL=${BENCH_MODEL_SO:-$("$HERE/build.sh")} # BENCH_MODEL_SO: another build of the plugin (a before/after comparison)
+BASE=${BENCH_BASE_SO:-} # BENCH_BASE_SO: a second build, run as one more configuration in the same rounds
 CONTRIB=$("$HERE/build.sh" cache)
 work=$(mktemp -d "${TMPDIR:-/tmp}/trapline-bench-x86.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -97,6 +102,11 @@ for A in $ARCHES; do
     CMD[contrib]="$QEMU -plugin $CONTRIB,$CONTRIB_OPTS $work/w reps=$reps"
     CMD[callbacks]="$QEMU -plugin $MODEL,$MODEL_OPTS,fast_forward=1,out=$work/ff.json $work/w reps=$reps"
     CMD[model]="$QEMU -plugin $MODEL,$MODEL_OPTS,out=$work/stats.json $work/w reps=$reps"
+    if [ -n "$BASE" ]; then
+        CONFS+=" base"
+        CMD[base]="$QEMU -plugin $BASE,$MODEL_OPTS,out=$work/base.json $work/w reps=$reps"
+        LABEL[base]="model, BENCH_BASE_SO build"
+    fi
     LABEL[plain]="plain qemu ($A)"
     LABEL[callbacks]="model's callbacks only (fast_forward=1)"
     declare -A BEST=() CPU=()
@@ -135,6 +145,13 @@ for A in $ARCHES; do
     fi
     awk -v m="${BEST[model]}" -v c="${BEST[contrib]}" -v mu="${CPU[model]}" -v cu="${CPU[contrib]}" \
         'BEGIN { printf "contrib plugin / model: %.2fx wall, %.2fx CPU\n", c / m, cu / mu }'
+    if [ -n "$BASE" ]; then
+        cmp -s <(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['regions'])" "$work/stats.json") \
+            <(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['regions'])" "$work/base.json") &&
+            same="stats identical" || same="STATS DIFFER"
+        awk -v m="${BEST[model]}" -v b="${BEST[base]}" -v mu="${CPU[model]}" -v bu="${CPU[base]}" -v s="$same" \
+            'BEGIN { printf "model / BENCH_BASE_SO build: %.2fx wall, %.2fx CPU (%s)\n", m / b, mu / bu, s }'
+    fi
     unset CMD LABEL BEST CPU
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

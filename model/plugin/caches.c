@@ -13,6 +13,11 @@
 #include "model.h"
 
 #define HUGE_PAGE (2u << 20)
+/* The miss walk's steps (l1d_read, lower_read, l3_read, the DTLB's
+ * tlb_access) are inlined into their callers: as calls they cost a random
+ * access that misses down to the L3 about 50 host instructions of calls and
+ * saved registers (x86_64 -7 to -9%, sparc64 -11% in interleaved A/B runs). */
+#define HOT __attribute__((always_inline))
 
 void array_init(Array *a, uint64_t entries, uint64_t ways, unsigned shift)
 {
@@ -103,7 +108,7 @@ static inline void l3_write(VCpu *v, uint64_t addr)
 }
 
 /* An L3 read (an L2 miss, or the fill of an L2 write-allocate): 1 on a hit. */
-static inline int l3_read(VCpu *v, uint64_t addr)
+static inline HOT int l3_read(VCpu *v, uint64_t addr)
 {
     uint64_t victim = INVALID_TAG;
     if (array_read(&v->l3, addr >> l3_shift, &victim)) {
@@ -154,7 +159,7 @@ static inline void l2_write(VCpu *v, uint64_t addr)
 /* A read below the L1s (an L1 miss of the line at addr): returns the level
  * that served it, 2 (L2), 3 (L3) or 0 (memory). A dirty victim is written
  * to the level below after the fill (pycachesim's order). */
-static inline int lower_read(VCpu *v, uint64_t addr, bool ifetch)
+static inline HOT int lower_read(VCpu *v, uint64_t addr, bool ifetch)
 {
     uint64_t victim = INVALID_TAG;
     if (!have_l2) {
@@ -180,7 +185,7 @@ static inline int lower_read(VCpu *v, uint64_t addr, bool ifetch)
     return lvl;
 }
 
-void tlb_access(VCpu *v, Array *t, uint64_t vpn, uint64_t *miss)
+static inline HOT void tlb_access_i(VCpu *v, Array *t, uint64_t vpn, uint64_t *miss)
 {
     uint64_t victim;
     if (LIKELY(array_read(t, vpn, &victim)))
@@ -194,9 +199,14 @@ void tlb_access(VCpu *v, Array *t, uint64_t vpn, uint64_t *miss)
     }
 }
 
+void tlb_access(VCpu *v, Array *t, uint64_t vpn, uint64_t *miss) /* the other callers: a call */
+{
+    tlb_access_i(v, t, vpn, miss);
+}
+
 /* An L1D read of one line (a load, or the fill of a write-back store).
  * Returns 1 on a hit. */
-static inline int l1d_read(VCpu *v, uint64_t line)
+static inline HOT int l1d_read(VCpu *v, uint64_t line)
 {
     uint64_t victim = INVALID_TAG;
     if (LIKELY(array_read(&v->l1d, line, &victim)))
@@ -244,7 +254,7 @@ void data_access_line(VCpu *v, uint64_t addr, bool store)
     uint64_t p = addr >> page_shift, l = addr >> l1d_shift;
     v->c.dtlb_accesses++;
     if (UNLIKELY(!array_is_mru(&v->dtlb, p)))
-        tlb_access(v, &v->dtlb, p, &v->c.dtlb_misses);
+        tlb_access_i(v, &v->dtlb, p, &v->c.dtlb_misses);
     if (!store) {
         v->c.loads++;
         if (LIKELY(array_is_mru(&v->l1d, l)) || l1d_read(v, l))

@@ -157,13 +157,12 @@ void array_init(Array *a, uint64_t entries, uint64_t ways, unsigned shift);
  * recently used way first (the common case: no store), then the others,
  * each moved one way down while it is scanned, so that a hit or the miss
  * only has to put the key at way 0 (no second loop, no memmove call). */
-static inline int array_read(Array *a, uint64_t k, uint64_t *victim)
+static inline __attribute__((always_inline)) int array_read_any(uint64_t *s, unsigned w, uint64_t k,
+                                                                uint64_t *victim)
 {
-    uint64_t *s = a->e + (k & a->set_mask) * a->ways;
     uint64_t carry = s[0];
     if (LIKELY((carry >> 1) == k))
         return 1;
-    unsigned w = a->ways;
     for (unsigned i = 1; i < w; i++) {
         uint64_t x = s[i];
         s[i] = carry;
@@ -176,6 +175,39 @@ static inline int array_read(Array *a, uint64_t k, uint64_t *victim)
     *victim = carry;
     s[0] = k << 1;
     return 0;
+}
+
+/* The same for a set of a constant W ways, unrolled (the carry stays in
+ * registers): the L1s, L2s and TLBs of the x86_64 and armv6 machines. */
+static inline __attribute__((always_inline)) int array_read_w(uint64_t *s, const unsigned W, uint64_t k,
+                                                              uint64_t *victim)
+{
+    uint64_t carry = s[0];
+    if (LIKELY((carry >> 1) == k))
+        return 1;
+#pragma GCC unroll 8
+    for (unsigned i = 1; i < W; i++) {
+        uint64_t x = s[i];
+        s[i] = carry;
+        if ((x >> 1) == k) {
+            s[0] = x;
+            return 1;
+        }
+        carry = x;
+    }
+    *victim = carry;
+    s[0] = k << 1;
+    return 0;
+}
+
+static inline __attribute__((always_inline)) int array_read(Array *a, uint64_t k, uint64_t *victim)
+{
+    uint64_t *s = a->e + (k & a->set_mask) * a->ways;
+    switch (a->ways) { /* the x86_64 and armv6 machines' L1s, L2s and TLBs */
+    case 4: return array_read_w(s, 4, k, victim);
+    case 8: return array_read_w(s, 8, k, victim);
+    default: return array_read_any(s, a->ways, k, victim);
+    }
 }
 
 /* Where key k sits, or NULL; no recency change. */
@@ -359,8 +391,12 @@ typedef struct TBDesc {
     uint64_t *ivaddr; /* for the trace */
     uint64_t fetch0; /* fetch_phys: the first instruction's fetch address (deduplication) */
     uint8_t *isize;
-    bool one_run;            /* one run of lines and one of pages, n_entry long each */
-    uint64_t iline1, ipage1; /* their line and page */
+    /* at most two runs of lines and one of pages (tb_exec_lean's common case):
+     * the lines (iline2 = iline1 with one run), the page, and the L1I hits
+     * and ITLB accesses the block counts when they are all hits */
+    bool leaf;
+    uint32_t leaf_ihits, leaf_iacc;
+    uint64_t iline1, iline2, ipage1;
 } TBDesc;
 
 int sparc_trap_kind(unsigned tt);
