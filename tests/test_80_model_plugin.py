@@ -305,6 +305,32 @@ def test_cache_model_matches_pycachesim_exactly(seed, plugin, bins, tmp_path):
         assert region["l3"]["read_misses"] > 0 and region["l3"]["read_hits"] + region["l3"]["write_hits"] > 0
 
 
+def test_split_tag_array_matches_pycachesim_exactly(plugin, bins, tmp_path):
+    """An L3 of 262144 entries and 16 ways (a 2 MiB tag array): the plugin keeps
+    each set's first ways apart from the others (model.h, SPLIT_HEAD); loads and
+    stores to 18 lines of one set (hits at every depth) and 40 of another (misses,
+    dirty victims from the far ways) count exactly what pycachesim counts."""
+    need_pycachesim()
+    cfg = dict(l1i_size=1024, l1i_assoc=2, l1i_line=16, l1d_size=1024, l1d_assoc=2, l1d_line=16, l1d_write="wb",
+               l2_size=4096, l2_assoc=4, l2_line=16, l3_size=4 << 20, l3_assoc=16, l3_line=16)
+    stride = cfg["l3_size"] // cfg["l3_assoc"]  # lines this far apart share every level's set
+    rng = random.Random(77)
+    ops = []
+    for _ in range(6000):
+        j, base = (rng.randrange(18), 0) if rng.random() < 0.5 else (rng.randrange(40), 5 * 16)
+        ops.append((base + j * stride + 4 * rng.randrange(4), 4, rng.random() < 0.3))
+    span = 40 * stride + 256
+    write_ops(tmp_path / "ops.bin", span, ops)
+    r, stats, trace = run_model(plugin, "x86_64", bins["replay.x86_64"], [tmp_path / "ops.bin"], cfg, tmp_path,
+                                trace=True)
+    recs = read_trace(trace)
+    regions, total = pycachesim_replay(recs, cfg)
+    compare(stats["regions"][0], regions[0], cfg, "region of interest, split L3")
+    compare(stats["total"], total, cfg, "whole run, split L3")
+    l3 = stats["regions"][0]["l3"]
+    assert l3["read_misses"] > 1000 and l3["read_hits"] > 1000 and l3["writebacks"] > 100, l3
+
+
 def test_cache_comparison_covers_both_write_policies_and_no_l2():
     configs = [draw_config(random.Random(1000 + s)) for s in range(24)]
     assert {c["l1d_write"] for c in configs} == {"wb", "wt"}

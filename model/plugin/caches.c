@@ -19,28 +19,44 @@
  * saved registers (x86_64 -7 to -9%, sparc64 -11% in interleaved A/B runs). */
 #define HOT __attribute__((always_inline))
 
-void array_init(Array *a, uint64_t entries, uint64_t ways, unsigned shift)
+static uint64_t *tags_alloc(uint64_t entries)
 {
-    a->ways = (unsigned)ways;
-    a->set_mask = entries / ways - 1;
-    a->shift = shift;
+    uint64_t *e;
     size_t bytes = entries * sizeof(uint64_t);
     if (bytes >= HUGE_PAGE) {
         /* a large tag array (an L3) on 2 MiB pages: its random sets then
          * cost the host no TLB walk */
         bytes = (bytes + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1);
-        a->e = aligned_alloc(HUGE_PAGE, bytes);
-        if (a->e)
-            madvise(a->e, bytes, MADV_HUGEPAGE);
+        e = aligned_alloc(HUGE_PAGE, bytes);
+        if (e)
+            madvise(e, bytes, MADV_HUGEPAGE);
     } else {
-        a->e = malloc(bytes);
+        e = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
     }
-    if (!a->e) {
+    if (!e) {
         fprintf(stderr, "trapline-model: out of memory\n");
         abort();
     }
     for (uint64_t i = 0; i < entries; i++)
-        a->e[i] = INVALID_TAG;
+        e[i] = INVALID_TAG;
+    return e;
+}
+
+void array_init(Array *a, uint64_t entries, uint64_t ways, unsigned shift)
+{
+    a->ways = (unsigned)ways;
+    a->set_mask = entries / ways - 1;
+    a->shift = shift;
+    uint64_t sets = entries / ways;
+    if (entries * sizeof(uint64_t) >= HUGE_PAGE && ways >= 4 * SPLIT_HEAD) { /* split (model.h) */
+        a->stride = SPLIT_HEAD;
+        a->e = tags_alloc(sets * SPLIT_HEAD);
+        a->t = tags_alloc(sets * (ways - SPLIT_HEAD));
+    } else {
+        a->stride = (unsigned)ways;
+        a->e = tags_alloc(entries);
+        a->t = NULL;
+    }
 }
 
 /* The NUMA node holding addr (a guest-physical address in system mode). */

@@ -39,9 +39,12 @@ static void tlb_empty(Array *a)
 {
     if (!a->e)
         return;
-    uint64_t n = (a->set_mask + 1) * a->ways;
+    uint64_t n = (a->set_mask + 1) * a->stride;
     for (uint64_t i = 0; i < n; i++)
         a->e[i] = INVALID_TAG;
+    n = a->t ? (a->set_mask + 1) * (a->ways - a->stride) : 0;
+    for (uint64_t i = 0; i < n; i++)
+        a->t[i] = INVALID_TAG;
 }
 
 void context_mem(unsigned int vi, qemu_plugin_meminfo_t info, uint64_t vaddr, void *ud)

@@ -144,11 +144,21 @@ void counters_add(Counters *r, const Counters *a);
  *       L1, the bytes are written to the L2.
  */
 typedef struct {
-    uint64_t *e;
+    uint64_t *e;        /* the sets, stride entries each (a split array: the head ways only) */
+    uint64_t *t;        /* a split array: the other ways of each set, ways - stride each; else NULL */
     uint64_t set_mask;
     unsigned ways;
+    unsigned stride;    /* entries of e per set: ways, or a split array's head ways */
     unsigned shift; /* line (or page) size, log2 */
 } Array;
+
+/* A large array (an L3's tag array, larger than the host's L2) is split: the
+ * first SPLIT_HEAD ways of every set (where a set's hits mostly are) in one
+ * dense array, the other ways in a second. The hits then touch a quarter (20
+ * ways) of the host memory they did; the recency order, victims and counts
+ * are those of one array of the set's ways in order (the head's ways, then
+ * the tail's). */
+#define SPLIT_HEAD 4
 
 void array_init(Array *a, uint64_t entries, uint64_t ways, unsigned shift);
 
@@ -200,9 +210,45 @@ static inline __attribute__((always_inline)) int array_read_w(uint64_t *s, const
     return 0;
 }
 
+/* array_read of a split array: the head's ways (s), then the tail's (t). */
+static inline __attribute__((always_inline)) int array_read_split(uint64_t *s, uint64_t *t, unsigned tw, uint64_t k,
+                                                                  uint64_t *victim)
+{
+    uint64_t carry = s[0];
+    if (LIKELY((carry >> 1) == k))
+        return 1;
+#pragma GCC unroll 4
+    for (unsigned i = 1; i < SPLIT_HEAD; i++) {
+        uint64_t x = s[i];
+        s[i] = carry;
+        if ((x >> 1) == k) {
+            s[0] = x;
+            return 1;
+        }
+        carry = x;
+    }
+    for (unsigned i = 0; i < tw; i++) {
+        uint64_t x = t[i];
+        t[i] = carry;
+        if ((x >> 1) == k) {
+            s[0] = x;
+            return 1;
+        }
+        carry = x;
+    }
+    *victim = carry;
+    s[0] = k << 1;
+    return 0;
+}
+
 static inline __attribute__((always_inline)) int array_read(Array *a, uint64_t k, uint64_t *victim)
 {
-    uint64_t *s = a->e + (k & a->set_mask) * a->ways;
+    uint64_t set = k & a->set_mask;
+    uint64_t *s = a->e + set * a->stride;
+    if (a->t) {
+        unsigned tw = a->ways - SPLIT_HEAD;
+        return array_read_split(s, a->t + set * tw, tw, k, victim);
+    }
     switch (a->ways) { /* the x86_64 and armv6 machines' L1s, L2s and TLBs */
     case 4: return array_read_w(s, 4, k, victim);
     case 8: return array_read_w(s, 8, k, victim);
@@ -213,16 +259,24 @@ static inline __attribute__((always_inline)) int array_read(Array *a, uint64_t k
 /* Where key k sits, or NULL; no recency change. */
 static inline uint64_t *array_find(Array *a, uint64_t k)
 {
-    uint64_t *s = a->e + (k & a->set_mask) * a->ways;
-    for (unsigned i = 0; i < a->ways; i++)
+    uint64_t set = k & a->set_mask;
+    uint64_t *s = a->e + set * a->stride;
+    for (unsigned i = 0; i < a->stride; i++)
         if ((s[i] >> 1) == k)
             return s + i;
+    if (a->t) {
+        unsigned tw = a->ways - SPLIT_HEAD;
+        uint64_t *t = a->t + set * tw;
+        for (unsigned i = 0; i < tw; i++)
+            if ((t[i] >> 1) == k)
+                return t + i;
+    }
     return NULL;
 }
 
 static inline uint64_t *array_mru(Array *a, uint64_t k)
 {
-    return a->e + (k & a->set_mask) * a->ways;
+    return a->e + (k & a->set_mask) * a->stride;
 }
 
 /* Key k is its set's most recently used entry: a read of it is a hit that
