@@ -208,7 +208,7 @@ static inline HOT void tlb_access_i(VCpu *v, Array *t, uint64_t vpn, uint64_t *m
         return;
     (*miss)++;
     if (have_stlb) {
-        if (array_read(&v->stlb, vpn, &victim))
+        if (array_read_spread(&v->stlb, vpn, &victim))
             v->c.stlb_hits++;
         else
             v->c.stlb_misses++;

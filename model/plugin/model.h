@@ -158,7 +158,7 @@ typedef struct {
  * ways) of the host memory they did; the recency order, victims and counts
  * are those of one array of the set's ways in order (the head's ways, then
  * the tail's). */
-#define SPLIT_HEAD 4
+#define SPLIT_HEAD 4 /* array_read4_nb reads the head: 4 */
 
 void array_init(Array *a, uint64_t entries, uint64_t ways, unsigned shift);
 
@@ -210,31 +210,36 @@ static inline __attribute__((always_inline)) int array_read_w(uint64_t *s, const
     return 0;
 }
 
-/* array_read of a split array: the head's ways (s), then the tail's (t). */
-static inline __attribute__((always_inline)) int array_read_split(uint64_t *s, uint64_t *t, unsigned tw, uint64_t k,
-                                                                  uint64_t *victim)
+/* A read of a set of 4 ways (s), or of a split array's set (its 4 head ways
+ * in s, the other tw ways in t), without a branch on where the key sits: each
+ * way's new entry is selected by masks (the key above it: it stays; else the
+ * one above moves down). A set whose hits fall on any way (the STLB's, the
+ * L3's on random accesses) otherwise costs a mispredicted branch per read.
+ * Only a key not in the head takes a branch (and scans the tail). */
+static inline __attribute__((always_inline)) int array_read4_nb(uint64_t *s, uint64_t k, uint64_t *victim, uint64_t *t,
+                                                                unsigned tw)
 {
-    uint64_t carry = s[0];
-    if (LIKELY((carry >> 1) == k))
+    uint64_t e0 = s[0], e1 = s[1], e2 = s[2], e3 = s[3];
+    uint64_t m0 = -(uint64_t)((e0 >> 1) == k), m1 = -(uint64_t)((e1 >> 1) == k);
+    uint64_t m2 = -(uint64_t)((e2 >> 1) == k), m3 = -(uint64_t)((e3 >> 1) == k);
+    uint64_t a2 = m0 | m1, a3 = a2 | m2; /* the key in ways 0..1, 0..2 */
+    uint64_t x = (e0 & m0) | (e1 & m1) | (e2 & m2) | (e3 & m3); /* at most one matches */
+    s[1] = (e1 & m0) | (e0 & ~m0);
+    s[2] = (e2 & a2) | (e1 & ~a2);
+    s[3] = (e3 & a3) | (e2 & ~a3);
+    if (LIKELY(a3 | m3)) {
+        s[0] = x;
         return 1;
-#pragma GCC unroll 4
-    for (unsigned i = 1; i < SPLIT_HEAD; i++) {
-        uint64_t x = s[i];
-        s[i] = carry;
-        if ((x >> 1) == k) {
-            s[0] = x;
-            return 1;
-        }
-        carry = x;
     }
+    uint64_t carry = e3;
     for (unsigned i = 0; i < tw; i++) {
-        uint64_t x = t[i];
+        uint64_t y = t[i];
         t[i] = carry;
-        if ((x >> 1) == k) {
-            s[0] = x;
+        if ((y >> 1) == k) {
+            s[0] = y;
             return 1;
         }
-        carry = x;
+        carry = y;
     }
     *victim = carry;
     s[0] = k << 1;
@@ -247,13 +252,22 @@ static inline __attribute__((always_inline)) int array_read(Array *a, uint64_t k
     uint64_t *s = a->e + set * a->stride;
     if (a->t) {
         unsigned tw = a->ways - SPLIT_HEAD;
-        return array_read_split(s, a->t + set * tw, tw, k, victim);
+        return array_read4_nb(s, k, victim, a->t + set * tw, tw);
     }
     switch (a->ways) { /* the x86_64 and armv6 machines' L1s, L2s and TLBs */
     case 4: return array_read_w(s, 4, k, victim);
     case 8: return array_read_w(s, 8, k, victim);
     default: return array_read_any(s, a->ways, k, victim);
     }
+}
+
+/* array_read for an array whose hits fall on any of its ways (the STLB): a
+ * set of 4 ways without a branch on the way (array_read4_nb). */
+static inline __attribute__((always_inline)) int array_read_spread(Array *a, uint64_t k, uint64_t *victim)
+{
+    if (a->ways == 4)
+        return array_read4_nb(a->e + (k & a->set_mask) * 4, k, victim, NULL, 0);
+    return array_read(a, k, victim);
 }
 
 /* Where key k sits, or NULL; no recency change. */
