@@ -19,7 +19,7 @@
  * saved registers (x86_64 -7 to -9%, sparc64 -11% in interleaved A/B runs). */
 #define HOT __attribute__((always_inline))
 
-static uint64_t *tags_alloc(uint64_t entries)
+static uint64_t *tags_alloc(uint64_t entries, unsigned set_bytes)
 {
     uint64_t *e;
     size_t bytes = entries * sizeof(uint64_t);
@@ -30,8 +30,12 @@ static uint64_t *tags_alloc(uint64_t entries)
         e = aligned_alloc(HUGE_PAGE, bytes);
         if (e)
             madvise(e, bytes, MADV_HUGEPAGE);
+    } else if (set_bytes % 64 == 0 || set_bytes == 32) {
+        /* sets of whole host lines (8 ways) start on one, a split array's
+         * head sets (4 ways) two to a line: no set straddles two lines */
+        e = aligned_alloc(64, bytes);
     } else {
-        e = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+        e = malloc(bytes);
     }
     if (!e) {
         fprintf(stderr, "trapline-model: out of memory\n");
@@ -50,11 +54,12 @@ void array_init(Array *a, uint64_t entries, uint64_t ways, unsigned shift)
     uint64_t sets = entries / ways;
     if (entries * sizeof(uint64_t) >= HUGE_PAGE && ways >= 4 * SPLIT_HEAD) { /* split (model.h) */
         a->stride = SPLIT_HEAD;
-        a->e = tags_alloc(sets * SPLIT_HEAD);
-        a->t = tags_alloc(sets * (ways - SPLIT_HEAD));
+        a->sel = 0;
+        a->e = tags_alloc(sets * SPLIT_HEAD, 32);
+        a->t = tags_alloc(sets * (ways - SPLIT_HEAD), 0);
     } else {
-        a->stride = (unsigned)ways;
-        a->e = tags_alloc(entries);
+        a->stride = a->sel = (unsigned)ways;
+        a->e = tags_alloc(entries, ways == 4 ? 0 : (unsigned)ways * 8);
         a->t = NULL;
     }
 }

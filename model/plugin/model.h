@@ -149,6 +149,7 @@ typedef struct {
     uint64_t set_mask;
     unsigned ways;
     unsigned stride;    /* entries of e per set: ways, or a split array's head ways */
+    unsigned sel;       /* array_read's case: ways, or 0 for a split array */
     unsigned shift; /* line (or page) size, log2 */
 } Array;
 
@@ -250,13 +251,10 @@ static inline __attribute__((always_inline)) int array_read(Array *a, uint64_t k
 {
     uint64_t set = k & a->set_mask;
     uint64_t *s = a->e + set * a->stride;
-    if (a->t) {
-        unsigned tw = a->ways - SPLIT_HEAD;
-        return array_read4_nb(s, k, victim, a->t + set * tw, tw);
-    }
-    switch (a->ways) { /* the x86_64 and armv6 machines' L1s, L2s and TLBs */
+    switch (a->sel) { /* the x86_64 and armv6 machines' L1s, L2s and TLBs; a split L3 */
     case 4: return array_read_w(s, 4, k, victim);
     case 8: return array_read_w(s, 8, k, victim);
+    case 0: return array_read4_nb(s, k, victim, a->t + set * (a->ways - SPLIT_HEAD), a->ways - SPLIT_HEAD);
     default: return array_read_any(s, a->ways, k, victim);
     }
 }
@@ -265,7 +263,7 @@ static inline __attribute__((always_inline)) int array_read(Array *a, uint64_t k
  * set of 4 ways without a branch on the way (array_read4_nb). */
 static inline __attribute__((always_inline)) int array_read_spread(Array *a, uint64_t k, uint64_t *victim)
 {
-    if (a->ways == 4)
+    if (a->sel == 4)
         return array_read4_nb(a->e + (k & a->set_mask) * 4, k, victim, NULL, 0);
     return array_read(a, k, victim);
 }
