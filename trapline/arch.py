@@ -159,8 +159,10 @@ ARCHES: dict[str, Arch] = {a.name: a for a in (
          # loader does not unpack).
          linux=Linux("sparc64", "image", "arch/sparc/boot/image", "vmlinux-sparc64"),
          # lpj=: the value Linux 6.1 calibrates on this machine under the guest lane's -icount
-         # (1 instruction = 1 ns; the %tick clock it times against follows it): 400245, in
-         # every boot seen. Given, it skips calibrate_delay, 80 M instructions (0.2-0.3 s) of
+         # (1 instruction = 1 ns; the %tick clock it times against follows it): 400245 in
+         # every boot of the lane seen (400246 with loglevel=7's console output: the last
+         # digit follows the timer's phase; tests/test_62_snapshot.py boots to check it).
+         # Given, it skips calibrate_delay, 80 M instructions (0.2-0.3 s) of
          # every run's boot (the sun4u guest boots every time: NO_SNAPSHOT in guest.py).
          # On sparc64 udelay() counts %tick (arch/sparc/kernel/time_64.c), not loops, so
          # lpj only names the BogoMIPS line, with or without -icount.
