@@ -192,7 +192,7 @@ static void special_exec(unsigned int vi, void *ud)
         prefetch_exec(v, d);
         break;
     case SP_ROI_BEGIN: {
-        if (UNLIKELY(ff_marker_only))
+        if (UNLIKELY(__atomic_load_n(&ff_marker_only, __ATOMIC_RELAXED)))
             ffreset_request(vi); /* ff_reset=1: the first region (ffreset.c) */
         v->any_marker = true;
         Counters now = v->c;
