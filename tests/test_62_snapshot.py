@@ -8,6 +8,7 @@ a boot; a hung restored guest is still killed at its timeout."""
 
 import hashlib
 import json
+import os
 import re
 import subprocess
 import time
@@ -197,3 +198,29 @@ def test_sun4u_lpj_preset_is_what_linux_calibrates_under_icount():
     # 400246 with this one's console output; sparc64's udelay does not use it)
     preset = int(a.kernel_append.removeprefix("lpj="))
     assert abs(int(m.group(1)) / preset - 1) < 1e-4, (m.group(1), preset)
+
+
+def test_the_image_check_is_kept_until_one_of_its_input_files_changes(tmp_path, monkeypatch):
+    """images.build_image keeps images/build.sh's answer per fingerprint of its
+    inputs' files (0.3-0.8 s of every guest-lane run, docs/performance.md): a
+    second call does not run build.sh, a call after a guest binary's mtime changed
+    does, and finds the same cached image (build.sh keys it by content)."""
+    import shutil
+    bindir = tmp_path / "bin"
+    shutil.copytree(build.build("armv6"), bindir)
+    calls = []
+    real = images.run_command
+
+    def counting(cmd, *a, **kw):
+        calls.append(cmd)
+        return real(cmd, *a, **kw)
+
+    monkeypatch.setattr(images, "run_command", counting)
+    first = images.build_image("armv6", bindir)
+    assert len(calls) == 1
+    again = images.build_image("armv6", bindir)
+    assert len(calls) == 1 and again == first
+    f = next(p for p in sorted(bindir.rglob("*")) if p.is_file())
+    os.utime(f, ns=(f.stat().st_atime_ns, f.stat().st_mtime_ns + 10**9))
+    third = images.build_image("armv6", bindir)
+    assert len(calls) == 2 and third.initrd == first.initrd
