@@ -9,7 +9,6 @@ a boot; a hung restored guest is still killed at its timeout."""
 import hashlib
 import json
 import os
-import re
 import subprocess
 import time
 
@@ -180,24 +179,6 @@ def test_qemu_72_still_cannot_save_a_sun4u_machine():
                         "-serial", "none", "-monitor", "stdio"],
                        input='migrate "exec:cat > /dev/null"\nquit\n', capture_output=True, text=True, timeout=120)
     assert q.returncode == -8, (q.returncode, q.stderr[-500:])  # SIGFPE
-
-
-def test_sun4u_lpj_preset_is_what_linux_calibrates_under_icount():
-    """So the sun4u guest boots in every run, and the harness skips its kernel's
-    delay calibration with lpj= (trapline/arch.py, 80 M instructions a boot). The
-    preset must be the value Linux 6.1 calibrates itself on this machine under the
-    guest lane's -icount, to the calibration's own precision: boot once with lpj=0
-    (calibrate; the last lpj= counts) and read what it prints."""
-    a = arch_table.get("sparc64")
-    image = images.build_image("sparc64", build.build("sparc64"))
-    env = guest._boot_env(image, "loglevel=7 lpj=0 tlg.run=/trapline/tests/hello", list(a.icount))
-    b = guest._run_boot_sh(image, env, 300)
-    m = re.search(r"Calibrating delay using timer specific routine\.\. [0-9.]+ BogoMIPS \(lpj=(\d+)\)", b.console)
-    assert b.status == 0 and m, b.console[-3000:]
-    # (its last digit follows the timer's phase: 400245 in the lane's quiet boots,
-    # 400246 with this one's console output; sparc64's udelay does not use it)
-    preset = int(a.kernel_append.removeprefix("lpj="))
-    assert abs(int(m.group(1)) / preset - 1) < 1e-4, (m.group(1), preset)
 
 
 def test_the_image_check_is_kept_until_one_of_its_input_files_changes(tmp_path, monkeypatch):

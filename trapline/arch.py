@@ -70,7 +70,6 @@ class Arch:
     numa: Numa
     cpu: str | None = None       # qemu-system -cpu under TCG (None: the machine's own)
     icount: tuple[str, ...] = ()  # the model's guest lane: extra QEMU arguments for a deterministic clock
-    kernel_append: str = ""      # the guest kernel's command line, besides console= and the run's own
     gem5_isa: str = ""
 
     @property
@@ -158,15 +157,7 @@ ARCHES: dict[str, Arch] = {a.name: a for a in (
          # that QEMU's sun4u loader hands to OpenBIOS (zImage is only a gzip of it, which the
          # loader does not unpack).
          linux=Linux("sparc64", "image", "arch/sparc/boot/image", "vmlinux-sparc64"),
-         # lpj=: the value Linux 6.1 calibrates on this machine under the guest lane's -icount
-         # (1 instruction = 1 ns; the %tick clock it times against follows it): 400245 in
-         # every boot of the lane seen (400246 with loglevel=7's console output: the last
-         # digit follows the timer's phase; tests/test_62_snapshot.py boots to check it).
-         # Given, it skips calibrate_delay, 80 M instructions (0.2-0.3 s) of
-         # every run's boot (the sun4u guest boots every time: NO_SNAPSHOT in guest.py).
-         # On sparc64 udelay() counts %tick (arch/sparc/kernel/time_64.c), not loops, so
-         # lpj only names the BogoMIPS line, with or without -icount.
-         numa=Numa((256,), (0,)), icount=ICOUNT, gem5_isa="SPARC", kernel_append="lpj=400245"),
+         numa=Numa((256,), (0,)), icount=ICOUNT, gem5_isa="SPARC"),
     # The ARM1176JZF-S is ARMv6 (no Thumb-2); -marm keeps every kernel in ARM state so
     # LDRD/LDM/LDR are the instructions the Raspberry Pi 1 ran.
     Arch("armv6", cross="arm-linux-gnueabi-", cflags="-march=armv6 -marm", gcc_package="gcc-arm-linux-gnueabi",

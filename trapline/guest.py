@@ -108,8 +108,7 @@ def parse_console(console: str) -> list[GuestCommand]:
 
 
 def _boot_env(image: Image, append: str, qemu_extra: list[str] | None, **more: str) -> dict:
-    fixed = arch_table.get(image.arch).kernel_append
-    env = dict(os.environ, TRAPLINE_APPEND=f"{fixed} {append}" if fixed else append)
+    env = dict(os.environ, TRAPLINE_APPEND=append)
     for k in ("TRAPLINE_SNAPSHOT_SAVE", "TRAPLINE_INCOMING", "TRAPLINE_DRY_RUN"):
         env.pop(k, None)
     env.update(arch_table.get(image.arch).boot_env(env))
