@@ -8,20 +8,25 @@
 # lane (model: guest: true) is timed both ways in each round, interleaved: from
 # the image's snapshot (the default) and booted (TRAPLINE_SNAPSHOTS=0), and the
 # table gives both and their ratio. Results go to a temporary directory.
+# With vs=DIR (another checkout, e.g. `git archive COMMIT | tar -x -C DIR`),
+# each round also times DIR's ./run.sh on the same command, interleaved, and a
+# second table gives both with their CPU time (user + sys of the best run, the
+# steadier figure on a shared machine) and the ratios.
 #
-#   model/bench-rerun.sh [runs=3] [only=guest|all] [ID ...]
+#   model/bench-rerun.sh [runs=3] [only=guest|all] [vs=DIR] [ID ...]
 #
 # Figures: docs/performance.md.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(dirname "$HERE")
-runs=3 only=all ids=()
+runs=3 only=all ids=() vs=
 for a in "$@"; do
     case "$a" in
     runs=*) runs=${a#runs=} ;;
     only=guest | only=all) only=${a#only=} ;;
-    -*|*=*) echo "usage: model/bench-rerun.sh [runs=N] [only=guest|all] [ID ...]" >&2; exit 2 ;;
+    vs=*) vs=$(cd "${a#vs=}" && pwd) ;;
+    -*|*=*) echo "usage: model/bench-rerun.sh [runs=N] [only=guest|all] [vs=DIR] [ID ...]" >&2; exit 2 ;;
     *) ids+=("$a") ;;
     esac
 done
@@ -45,13 +50,19 @@ CASES=(
 
 now() { date +%s.%N; }
 is_guest() { grep -A3 '^  model:' "${TRAPLINE_KERNELS:-$ROOT/kernels}/$1/experiment.yaml" | grep -q 'guest: true'; }
-timed() { # mode cmd...: seconds
+cpu_file=$TRAPLINE_RESULTS/.cpu
+timed() { # mode cmd...: seconds (the command's CPU seconds, user + sys: cpu, after it)
     local mode=$1 t0
     shift
     t0=$(now)
-    if [ "$mode" = boot ]; then TRAPLINE_SNAPSHOTS=0 "$@" >/dev/null 2>&1; else "$@" >/dev/null 2>&1; fi
+    if [ "$mode" = boot ]; then
+        TRAPLINE_SNAPSHOTS=0 /usr/bin/time -f "%U %S" -o "$cpu_file" "$@" >/dev/null 2>&1
+    else
+        /usr/bin/time -f "%U %S" -o "$cpu_file" "$@" >/dev/null 2>&1
+    fi
     echo "$(now) - $t0" | bc -l
 }
+cpu() { awk '{ printf "%.2f", $1 + $2 }' "$cpu_file"; }
 min() { if [ -z "$1" ] || [ "$(echo "$2 < $1" | bc -l)" = 1 ]; then echo "$2"; else echo "$1"; fi; }
 qemu_s() { # the last run's QEMU wall time (boot.sh start to QEMU's exit), from its entry
     python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["platform_facts"]["boot"]["host_wall_s"])' \
@@ -61,6 +72,7 @@ qemu_s() { # the last run's QEMU wall time (boot.sh start to QEMU's exit), from 
 printf 'uptime before: %s\n\n' "$(uptime)"
 printf '| experiment | --set | guest | best of %d (s) | booted, best of %d (s) | booted / snapshot | QEMU part, snapshot / booted (s, best) |\n' "$runs" "$runs"
 printf '|---|---|---|---|---|---|---|\n'
+VS_ROWS=()
 for c in "${CASES[@]}"; do
     read -r id set <<<"$c"
     if [ ${#ids[@]} -gt 0 ] && ! printf '%s\n' "${ids[@]}" | grep -qx "$id"; then continue; fi
@@ -69,11 +81,22 @@ for c in "${CASES[@]}"; do
     [ "$only" = guest ] && [ "$guest" = no ] && continue
     cmd=("$ROOT/run.sh" run "$id" --platform model --quick --fresh --set "$set")
     "${cmd[@]}" >/dev/null 2>&1 || { echo "bench-rerun.sh: $id --set $set failed:" >&2; "${cmd[@]}" >&2; exit 1; }
-    best= boot= qbest= qboot=
+    vcmd=()
+    if [ -n "$vs" ]; then
+        vcmd=("$vs/run.sh" "${cmd[@]:1}")
+        "${vcmd[@]}" >/dev/null 2>&1 || { echo "bench-rerun.sh: $vs: $id --set $set failed:" >&2; "${vcmd[@]}" >&2; exit 1; }
+    fi
+    best= bcpu= boot= qbest= qboot= vbest= vcpu=
     for _ in $(seq "$runs"); do
-        best=$(min "$best" "$(timed snapshot "${cmd[@]}")")
+        t=$(timed snapshot "${cmd[@]}")
+        # the CPU time of the best wall-clock run
+        if [ -z "$best" ] || [ "$(echo "$t < $best" | bc -l)" = 1 ]; then best=$t bcpu=$(cpu); fi
+        [ "$guest" = no ] || qbest=$(min "$qbest" "$(qemu_s "$id")")
+        if [ -n "$vs" ]; then
+            t=$(timed snapshot "${vcmd[@]}")
+            if [ -z "$vbest" ] || [ "$(echo "$t < $vbest" | bc -l)" = 1 ]; then vbest=$t vcpu=$(cpu); fi
+        fi
         [ "$guest" = yes ] || continue
-        qbest=$(min "$qbest" "$(qemu_s "$id")")
         boot=$(min "$boot" "$(timed boot "${cmd[@]}")")
         qboot=$(min "$qboot" "$(qemu_s "$id")")
     done
@@ -83,5 +106,15 @@ for c in "${CASES[@]}"; do
     else
         printf '| %s | `%s` | no | %.1f | | | |\n' "$id" "$set" "$best"
     fi
+    if [ -n "$vs" ]; then
+        VS_ROWS+=("$(printf '| %s | %.1f (%s) | %.1f (%s) | %.2f | %.2f |' "$id" "$vbest" "$vcpu" "$best" "$bcpu" \
+            "$(echo "$vbest / $best" | bc -l)" "$(echo "$vcpu / $bcpu" | bc -l)")")
+    fi
 done
+if [ -n "$vs" ]; then
+    printf '\nbefore: %s; after: this checkout (%s); best of %d, interleaved\n\n' "$vs" "$ROOT" "$runs"
+    printf '| experiment | before, s (CPU s) | after, s (CPU s) | before / after, wall | before / after, CPU |\n'
+    printf '|---|---|---|---|---|\n'
+    printf '%s\n' "${VS_ROWS[@]}"
+fi
 printf '\nuptime after: %s\n' "$(uptime)"

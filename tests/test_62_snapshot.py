@@ -8,6 +8,7 @@ a boot; a hung restored guest is still killed at its timeout."""
 
 import hashlib
 import json
+import os
 import subprocess
 import time
 
@@ -178,3 +179,29 @@ def test_qemu_72_still_cannot_save_a_sun4u_machine():
                         "-serial", "none", "-monitor", "stdio"],
                        input='migrate "exec:cat > /dev/null"\nquit\n', capture_output=True, text=True, timeout=120)
     assert q.returncode == -8, (q.returncode, q.stderr[-500:])  # SIGFPE
+
+
+def test_the_image_check_is_kept_until_one_of_its_input_files_changes(tmp_path, monkeypatch):
+    """images.build_image keeps images/build.sh's answer per fingerprint of its
+    inputs' files (0.3-0.8 s of every guest-lane run, docs/performance.md): a
+    second call does not run build.sh, a call after a guest binary's mtime changed
+    does, and finds the same cached image (build.sh keys it by content)."""
+    import shutil
+    bindir = tmp_path / "bin"
+    shutil.copytree(build.build("armv6"), bindir)
+    calls = []
+    real = images.run_command
+
+    def counting(cmd, *a, **kw):
+        calls.append(cmd)
+        return real(cmd, *a, **kw)
+
+    monkeypatch.setattr(images, "run_command", counting)
+    first = images.build_image("armv6", bindir)
+    assert len(calls) == 1
+    again = images.build_image("armv6", bindir)
+    assert len(calls) == 1 and again == first
+    f = next(p for p in sorted(bindir.rglob("*")) if p.is_file())
+    os.utime(f, ns=(f.stat().st_atime_ns, f.stat().st_mtime_ns + 10**9))
+    third = images.build_image("armv6", bindir)
+    assert len(calls) == 2 and third.initrd == first.initrd

@@ -658,6 +658,7 @@ CONTRACT = [o.name for o in P.OPTIONS if o.name != "trace"]
     ("numa_interleave=48", ["numa_interleave=48", "power of two"]),
     ("trap_table=4325376", ["trap_table=4325376", "sparc64"]),  # right address, wrong arch (x86_64)
     ("fast_forward=3", ["fast_forward=3", "only inside regions"]),
+    ("ff_reset=1,fast_forward=2", ["ff_reset=1", "system mode only"]),  # (a user-mode run: qemu-x86_64)
 ])
 def test_bad_options_fail_fast_naming_the_option(opt, words, plugin, bins, tmp_path):
     spec = f"{plugin},{opt}"

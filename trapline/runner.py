@@ -17,6 +17,7 @@ from trapline import __version__, analysis, build, experiment, platforms, report
 from trapline import entry as entries_mod
 from trapline.context import RunContext
 from trapline.errors import UsageError
+from trapline.report import plots
 from trapline.yamlfile import shown
 
 
@@ -98,6 +99,7 @@ def execute(command: str, exp_ids: list[str], platform: str | None, quick: bool,
         experiment.get(eid, exps)
     steps = plan(exps, exp_ids, platform, strict=(command == "run"))
     validate(steps, ctx)
+    plots.preload()  # the report's matplotlib, while the entries run (docs/performance.md)
     args = {"command": command, "experiment": exp_ids[0] if command == "run" else None,
             "experiments": exp_ids, "platform": platform, "quick": quick, "sets": sets, "machine": machine, "timeout": timeout,
             "commit": results.git_info()["describe"]}

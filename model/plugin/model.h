@@ -360,12 +360,22 @@ extern bool modelling;
  * the last region left */
 extern bool regions_only;
 extern const char *target_name;
+extern qemu_plugin_id_t plugin_id;
+void register_callbacks(qemu_plugin_id_t id); /* vcpu_init, tb_trans, atexit */
 extern FILE *trace_fp;
 
 void tlb_access(VCpu *v, Array *t, uint64_t vpn, uint64_t *miss);
 /* context.c: with ctx_switch=, an instruction whose load names the next address space, and its callback */
 bool context_insn(const uint8_t *b, size_t n, uint64_t va, int64_t *simm);
 void context_mem(unsigned int vi, qemu_plugin_meminfo_t info, uint64_t vaddr, void *ud);
+/* ffreset.c: ff_reset=1 (system mode, fast_forward=2): until the first region
+ * only the blocks holding a marker are instrumented (ff_marker_only), then a
+ * plugin reset into the full instrumentation */
+extern bool ff_marker_only;
+int ffreset_install(void); /* after the options are validated; 0 or -1 (failed) */
+bool ffreset_has_marker(const struct TBDesc *t);
+void ffreset_tb_trans(struct qemu_plugin_tb *tb, size_t n);
+void ffreset_request(unsigned vi);
 /* physfetch.c: the address whose line an instruction fetch uses (its virtual one unless fetch_phys) */
 uint64_t fetch_addr(const struct qemu_plugin_insn *insn, uint64_t vaddr);
 void l1i_fetch_line(VCpu *v, uint64_t line);

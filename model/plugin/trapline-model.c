@@ -95,6 +95,7 @@ bool system_mode;
 bool modelling = true;
 bool regions_only;
 const char *target_name = "";
+qemu_plugin_id_t plugin_id;
 FILE *trace_fp;
 static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -202,6 +203,8 @@ static void special_exec(unsigned int vi, void *ud)
         prefetch_exec(v, d);
         break;
     case SP_ROI_BEGIN: {
+        if (UNLIKELY(__atomic_load_n(&ff_marker_only, __ATOMIC_RELAXED)))
+            ffreset_request(vi); /* ff_reset=1: the first region (ffreset.c) */
         v->any_marker = true;
         Counters now = v->c;
         now.insns -= d->n_after; /* the rest of the block runs inside */
@@ -622,6 +625,10 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
     }
     pthread_mutex_unlock(&tb_lock);
 
+    if (UNLIKELY(__atomic_load_n(&ff_marker_only, __ATOMIC_RELAXED)) && !ffreset_has_marker(t)) {
+        ffreset_tb_trans(tb, n); /* ff_reset=1 before the first region: the ctx_switch= loads only */
+        return;
+    }
     /* the callbacks of this run's features (tb_exec_t, mem_exec_t): a run in
      * user mode without fast_forward= or trace= gets the lean ones */
     bool lean = !cfg.fast_forward && !system_mode && !trace_fp;
@@ -693,14 +700,23 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     audit_faults = cfg.arch == ARCH_SPARC64;
     numa_local = cfg.numa_nodes == 1 || (!system_mode && !cfg.numa_interleave);
 
+    plugin_id = id;
+    if (ffreset_install())
+        return -1;
     if (cfg.trace) {
         trace_fp = fopen(cfg.trace, "w");
         if (!trace_fp)
             return fail("trace=%s: cannot open: %s", cfg.trace, strerror(errno));
         setvbuf(trace_fp, NULL, _IOFBF, 1 << 20);
     }
+    register_callbacks(id);
+    return contention_install(id); /* lockstep=on only */
+}
+
+/* the plugin's callbacks (again after ff_reset=1's reset: ffreset.c) */
+void register_callbacks(qemu_plugin_id_t id)
+{
     qemu_plugin_register_vcpu_init_cb(id, vcpu_init);
     qemu_plugin_register_vcpu_tb_trans_cb(id, tb_trans);
     qemu_plugin_register_atexit_cb(id, plugin_exit, NULL);
-    return contention_install(id); /* lockstep=on only */
 }

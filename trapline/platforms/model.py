@@ -203,12 +203,16 @@ def guest_plugin_args(m: machines.Machine, image: images.Image) -> list[str]:
     a buffer's first touch or the next command's start, run at nearly plain QEMU
     speed; caches and TLBs start cold at the first region and keep, between
     regions, the state the last one left; each experiment's repetitions make the
-    first one a warm-up). On sparc64 the plugin is
+    first one a warm-up); until the first region only the blocks that hold a
+    marker are instrumented (ff_reset=1, model/plugin/ffreset.c: the boot, or a
+    restored guest's first command's start, at plain QEMU speed, with the same
+    counts; TRAPLINE_FF_RESET=0 turns that off). On sparc64 the plugin is
     told where Linux's trap table is (trap_table=, its entries are then counted
     by kind) and its own register-window model is off (nwindows=0): the guest
     kernel's spill and fill handlers run under the model instead, so counting
     the plugin's windows too would charge every spill twice."""
-    args = plugin_args(m) + ["fast_forward=2"]
+    ff_reset = "0" if os.environ.get("TRAPLINE_FF_RESET") == "0" else "1"  # 0: for comparisons (bench-rerun.sh)
+    args = plugin_args(m) + ["fast_forward=2", f"ff_reset={ff_reset}"]
     if image.arch != "sparc64":
         return args
     args = [a for a in args if a.split("=", 1)[0] not in ("nwindows", "window_trap")]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import textwrap
+import threading
 
 from trapline import analysis
 from trapline.entry import Entry
@@ -35,6 +36,23 @@ def _short_labels(gs: list[dict], width: int = 44) -> list[str]:
     varying = [k for k in keys if len({str(g.get(k)) for g in gs}) > 1]
     return ["\n".join(textwrap.wrap(" ".join([g["variant"]] + [f"{k}={g[k]}" for k in varying if k in g]), width))
             for g in gs]
+
+
+def preload() -> threading.Thread:
+    """Import matplotlib (about 0.5 s of CPU) in a thread of its own, so that it
+    loads while a run's QEMU works on the other core; plot_entry's import then
+    finds it loaded (or waits for it: Python's import lock). Not a daemon: an
+    interpreter that exits does not stop it half-way through an import."""
+    def load():
+        try:
+            import matplotlib
+            matplotlib.use("Agg")
+            import matplotlib.pyplot  # noqa: F401
+        except Exception:  # noqa: BLE001 (plot_entry imports it again and says what fails)
+            pass
+    t = threading.Thread(target=load, name="matplotlib-preload")
+    t.start()
+    return t
 
 
 def _png(fig) -> bytes:
