@@ -104,6 +104,8 @@ typedef struct {
     uint64_t io_accesses;          /* system mode: device accesses, not cached */
     uint64_t itlb_accesses, itlb_misses, dtlb_accesses, dtlb_misses, stlb_hits, stlb_misses;
     uint64_t loads, stores;
+    uint64_t lean[2]; /* the leaves' accesses (data_access, mem_lean_body): [0] loads, [1] stores, each one
+                       * DTLB access, one access and one L1D hit; put_stats adds them to those counters */
     uint64_t straddles, unaligned_hw, unaligned_trap;
     uint64_t locked_inline, locked_split;
     uint64_t pf_issued, pf_dropped, pf_trapped, pf_unknown;
@@ -398,15 +400,8 @@ static inline void data_access(VCpu *v, uint64_t vaddr, uint64_t paddr, unsigned
     uint64_t *mru = array_mru(&v->l1d, line);
     if (LIKELY(!locked && !(vaddr & (size - 1)) && !((vaddr ^ (vaddr + size - 1)) >> l1d_shift) &&
                (!store || !cfg.l1d_write) && (*mru >> 1) == line && array_is_mru(&v->dtlb, vaddr >> page_shift))) {
-        v->c.dtlb_accesses++;
-        if (store) {
-            v->c.stores++;
-            v->c.l1d_store_hits++;
-            *mru |= 1;
-        } else {
-            v->c.loads++;
-            v->c.l1d_load_hits++;
-        }
+        v->c.lean[store]++; /* one DTLB access, a load or a store, an L1D hit */
+        *mru |= store;
         return;
     }
     data_access_full(v, vaddr, paddr, size, store, locked, load_part);

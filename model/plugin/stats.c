@@ -129,8 +129,16 @@ uint64_t counters_cycles(const Counters *c, uint64_t *p)
     return cycles;
 }
 
-static void put_stats(Str *s, const Counters *c, const char *ind)
+static void put_stats(Str *s, const Counters *c0, const char *ind)
 {
+    /* the leaves' accesses: each one DTLB access, a load or a store, an L1D hit */
+    Counters f = *c0, *c = &f;
+    f.dtlb_accesses += f.lean[0] + f.lean[1];
+    f.loads += f.lean[0];
+    f.l1d_load_hits += f.lean[0];
+    f.stores += f.lean[1];
+    f.l1d_store_hits += f.lean[1];
+    f.lean[0] = f.lean[1] = 0;
     uint64_t p[CYC_NPARTS];
     uint64_t cycles = counters_cycles(c, p);
     uint64_t base = p[CYC_BASE], cyc_ifetch = p[CYC_IFETCH], cyc_data = p[CYC_DATA], cyc_tlb = p[CYC_TLB],

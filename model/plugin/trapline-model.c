@@ -406,10 +406,10 @@ static __attribute__((noinline)) void mem_lean_slow(VCpu *v, qemu_plugin_meminfo
  * else a tail call. */
 static inline __attribute__((always_inline)) void mem_lean_body(VCpu *v, qemu_plugin_meminfo_t info, uint64_t vaddr)
 {
-    unsigned size = 1u << ((info >> 4) & 7);
+    unsigned szlog = (info >> 4) & 7, size = 1u << szlog;
     unsigned rw = (info >> 16) & 3;
-    if (UNLIKELY(rw == 3 || (vaddr & (size - 1)) || ((vaddr ^ (vaddr + size - 1)) >> l1d_shift) ||
-                 (rw == 2 && cfg.l1d_write)))
+    /* aligned and no larger than a line: in one line */
+    if (UNLIKELY(rw == 3 || (vaddr & (size - 1)) || szlog > l1d_shift || (rw == 2 && cfg.l1d_write)))
         return mem_lean_slow(v, info, vaddr);
     /* the page is its DTLB set's most recent, or the one before it: a hit
      * that swaps the two (what array_read does); else the slow path looks it
@@ -435,15 +435,10 @@ static inline __attribute__((always_inline)) void mem_lean_body(VCpu *v, qemu_pl
         ls[1] = ls[0];
         ls[0] = x;
     }
-    v->c.dtlb_accesses++;
-    if (rw == 2) {
-        v->c.stores++;
-        v->c.l1d_store_hits++;
-        *ls |= 1;
-    } else {
-        v->c.loads++;
-        v->c.l1d_load_hits++;
-    }
+    /* rw is 1 (a load) or 2 (a store) here: one DTLB access, a load or a
+     * store, an L1D hit, counted as one (put_stats adds them up) */
+    v->c.lean[rw >> 1]++;
+    *ls |= rw >> 1;
 }
 
 static void mem_exec_lean(unsigned int vi, qemu_plugin_meminfo_t info, uint64_t vaddr, void *ud)
