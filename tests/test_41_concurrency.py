@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -104,6 +105,30 @@ def test_no_child_outlives_a_sigkilled_harness(tmp_path, argv):
     proc.wait()
     time.sleep(1.0)
     assert not [k for k in kids if _alive(k)], "qemu outlived the SIGKILLed harness"
+
+
+def test_a_child_before_exec_imports_and_loads_nothing():
+    """die_with_parent runs in a forked child before exec, while another thread of
+    the harness may be importing matplotlib (plots.preload) and so hold a module's
+    or the dynamic loader's lock: it must set PR_SET_PDEATHSIG with what the parent
+    resolved, importing nothing and opening no library (a run hung there once).
+    Checked in a child interpreter in which both would raise."""
+    code = textwrap.dedent("""
+        import builtins, ctypes
+        from trapline import proc
+        def no(*a, **k):
+            raise RuntimeError("imported or loaded in the child")
+        builtins.__import__ = no
+        ctypes.CDLL = no
+        proc.die_with_parent()
+        sig = ctypes.c_int(0)
+        proc._PRCTL(2, ctypes.byref(sig), 0, 0, 0)  # PR_GET_PDEATHSIG
+        print(sig.value)
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == [str(int(signal.SIGKILL))]
 
 
 def test_first_venv_created_by_two_run_sh_at_once(tmp_path):

@@ -28,15 +28,30 @@ def tool_version(binary: str) -> str:
     return out.splitlines()[0] if out.strip() else "unknown"
 
 
+def _resolve_prctl():
+    """prctl from the C library, looked up once in the parent: a child between
+    fork and exec must not import or dlopen anything, because another thread of
+    the harness (the report's matplotlib preload: plots.preload) may hold the
+    loader's or a module's lock at the fork, and the child would wait for it
+    forever (seen: a run hung before QEMU started)."""
+    try:
+        import ctypes
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _resolve_prctl()
+_SIGKILL = int(signal.SIGKILL)
+
+
 def die_with_parent() -> None:
     """In a child, before exec: ask Linux to SIGKILL it when its parent dies, so
     that a harness killed with SIGKILL leaves no guest or build running (a
-    SIGKILL cannot be caught, and the children run in their own sessions)."""
-    import ctypes
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
+    SIGKILL cannot be caught, and the children run in their own sessions).
+    Calls only what the parent resolved (_PRCTL): nothing here may take a lock."""
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)
 
 
 def run_command(cmd: list[str], timeout: float, cwd: Path | None = None, log=None,
