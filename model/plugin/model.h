@@ -304,6 +304,23 @@ static inline bool array_is_mru(Array *a, uint64_t k)
     return (array_mru(a, k)[0] >> 1) == k;
 }
 
+/* Key k is its set's most recent entry, or the one after it (then the two
+ * swap, what array_read does): a hit found with two compares, for the lean
+ * leaf (mem_lean_body). Returns the set (k at its head), or NULL when the
+ * full lookup is still to do. */
+static inline __attribute__((always_inline)) uint64_t *array_head2(Array *a, uint64_t k)
+{
+    uint64_t *s = array_mru(a, k);
+    if (LIKELY((s[0] >> 1) == k))
+        return s;
+    if (a->ways < 2 || (s[1] >> 1) != k)
+        return NULL;
+    uint64_t x = s[1];
+    s[1] = s[0];
+    s[0] = x;
+    return s;
+}
+
 /* ------------------------------------------------------------ per vCPU */
 
 typedef struct {

@@ -415,26 +415,13 @@ static inline __attribute__((always_inline)) void mem_lean_body(VCpu *v, qemu_pl
      * that swaps the two (what array_read does); else the slow path looks it
      * up. Two streams whose pages share a set (x86_64 workload: a[] and idx[])
      * alternate there. */
-    uint64_t page = vaddr >> page_shift;
-    uint64_t *ts = array_mru(&v->dtlb, page);
-    if (UNLIKELY((ts[0] >> 1) != page)) {
-        if (v->dtlb.ways < 2 || (ts[1] >> 1) != page)
-            return mem_lean_slow(v, info, vaddr);
-        uint64_t x = ts[1];
-        ts[1] = ts[0];
-        ts[0] = x;
-    }
+    if (UNLIKELY(!array_head2(&v->dtlb, vaddr >> page_shift)))
+        return mem_lean_slow(v, info, vaddr);
     /* the same for the line in its L1D set (a slow path taken from here finds
      * the page at its set's head: a hit, the swap was the lookup's one change) */
-    uint64_t line = vaddr >> l1d_shift;
-    uint64_t *ls = array_mru(&v->l1d, line);
-    if (UNLIKELY((ls[0] >> 1) != line)) {
-        if (v->l1d.ways < 2 || (ls[1] >> 1) != line)
-            return mem_lean_slow(v, info, vaddr);
-        uint64_t x = ls[1];
-        ls[1] = ls[0];
-        ls[0] = x;
-    }
+    uint64_t *ls = array_head2(&v->l1d, vaddr >> l1d_shift);
+    if (UNLIKELY(!ls))
+        return mem_lean_slow(v, info, vaddr);
     /* rw is 1 (a load) or 2 (a store) here: one DTLB access, a load or a
      * store, an L1D hit, counted as one (put_stats adds them up) */
     v->c.lean[rw >> 1]++;
