@@ -36,6 +36,8 @@
 #                       "exec:cat FILE"`) instead of booting; the rest of the command
 #                       line must be the one the snapshot was saved with (its -append
 #                       included), plus anything that is not machine state (-plugin).
+#   In both snapshot modes an arch with TL_SNAPSHOT_HOST_PAGE (sun4u) runs QEMU with
+#   images/qemu-pagesize.c preloaded (below), which QEMU 7.2 needs to save it.
 #
 # Exit status: 0 if `TLG done` was seen (saving: the snapshot was saved), 124 on
 # timeout, 125 if QEMU ended without `TLG done` (panic, crash, a snapshot that did
@@ -106,6 +108,28 @@ fi
 } >&2
 [[ ${TRAPLINE_DRY_RUN:-0} != 1 ]] || { rm -rf "$tmp"; exit 0; }
 
+# QEMU 7.2 cannot save a machine whose target pages are larger than the host's
+# (sun4u's 8 KiB on a 4 KiB host: SIGFPE, QEMU issue 1456): in snapshot mode, saving
+# or restoring, an arch whose table entry names a larger host page
+# (TL_SNAPSHOT_HOST_PAGE) runs QEMU with images/qemu-pagesize.c preloaded, which
+# makes QEMU see host pages of that size. It is built here, once per sha256 of that
+# file, in the cache (or in this run's temporary directory where the cache cannot
+# be written).
+PRELOAD=()
+if [[ -n $SAVE$INCOMING ]] && ((${TL_SNAPSHOT_HOST_PAGE:-0} > $(getconf PAGESIZE))); then
+	src=$HERE/qemu-pagesize.c
+	sum=$(sha256sum "$src" | cut -c1-16)
+	dir=${TRAPLINE_CACHE:-$HOME/.cache/trapline}/qemu-pagesize
+	{ mkdir -p "$dir" 2>/dev/null && [[ -w $dir ]]; } || dir=$tmp
+	so=$dir/qemu-pagesize-$sum.so
+	if [[ ! -f $so ]]; then
+		cc -O2 -shared -fPIC -o "$so.$$" "$src" -ldl || { rm -rf "$tmp"; die "cannot build $src"; }
+		mv -f "$so.$$" "$so"
+	fi
+	PRELOAD=(env "LD_PRELOAD=$so" "TL_HOST_PAGE=$TL_SNAPSHOT_HOST_PAGE")
+	echo "boot.sh: preload: $so TL_HOST_PAGE=$TL_SNAPSHOT_HOST_PAGE (QEMU 7.2 saves this machine only so)" >&2
+fi
+
 # Host wall clock in microseconds (bash 5 EPOCHREALTIME; no forks per console line).
 now_us() { local t=${EPOCHREALTIME/[.,]/}; echo $((10#$t)); }
 fmt_s() { printf '%d.%03d' $(($1 / 1000000)) $((($1 % 1000000) / 1000)); }
@@ -115,7 +139,7 @@ mkfifo "$fifo"
 t0=$(now_us)
 # QEMU dies with this script even when it is SIGKILLed (no trap runs then):
 # setpriv (util-linux) sets the parent-death signal before exec
-setpriv --pdeathsig KILL -- "${QEMU[@]}" </dev/null >"$fifo" 2>"$tmp/qemu.err" &
+setpriv --pdeathsig KILL -- "${PRELOAD[@]}" "${QEMU[@]}" </dev/null >"$fifo" 2>"$tmp/qemu.err" &
 qpid=$!
 if [[ -n $SAVE ]]; then
 	# the monitor's replies (QEMU holds both ends open read-write: EOF when it exits)

@@ -1,10 +1,10 @@
 """Guest snapshots (trapline/guest.py, images/init/init.c wait_for_payload,
-images/boot.sh TRAPLINE_SNAPSHOT_SAVE / TRAPLINE_INCOMING): a real raspi0 guest
-is booted once to its waiting init, saved by QEMU, and later runs start from the
-saved machine with their commands written into it. Restored runs repeat each
-other exactly and agree with a cold boot within the tolerance docs/model.md
-gives ("Snapshots"); a snapshot that is corrupt or does not load falls back to
-a boot; a hung restored guest is still killed at its timeout."""
+images/boot.sh TRAPLINE_SNAPSHOT_SAVE / TRAPLINE_INCOMING, images/qemu-pagesize.c):
+real raspi0 and sun4u guests are booted once to their waiting init, saved by QEMU,
+and later runs start from the saved machine with their commands written into it.
+Restored runs repeat each other exactly and agree with a cold boot within the
+tolerance docs/model.md gives ("Snapshots"); a snapshot that is corrupt or does not
+load falls back to a boot; a hung restored guest is still killed at its timeout."""
 
 import hashlib
 import json
@@ -37,29 +37,34 @@ def own_snapshots(tmp_path, monkeypatch):
     return root
 
 
-def _entry(results_dir):
+def _entry(results_dir, eid):
     final = (results_dir / "latest").resolve()
-    return json.loads((final / "entries" / "armv6-unaligned.model.json").read_text())
+    return json.loads((final / "entries" / f"{eid}.model.json").read_text())
 
 
 def _medians(e):
-    return {(g["variant"], g["width"]): g["median_ns_per_op"] for g in e["groups"]}
+    return {(g["variant"], g.get("width"), g.get("depth"), g.get("copies")): g["median_ns_per_op"]
+            for g in e["groups"]}
 
 
-def test_model_guest_lane_restored_from_a_snapshot_matches_a_cold_boot(results_dir):
-    cold = trapline("run", "armv6-unaligned", "--platform", "model", "--quick", "--fresh",
+# raspi0 (armv6-unaligned) and sun4u (sparc-spill-fill: saved and restored with
+# images/qemu-pagesize.c preloaded, and init's two sun4u steps after the resume:
+# without either, the restored guest never reaches its commands and the run boots)
+@pytest.mark.parametrize("eid,arch", [("armv6-unaligned", "armv6"), ("sparc-spill-fill", "sparc64")])
+def test_model_guest_lane_restored_from_a_snapshot_matches_a_cold_boot(results_dir, eid, arch):
+    cold = trapline("run", eid, "--platform", "model", "--quick", "--fresh",
                     env={"TRAPLINE_SNAPSHOTS": "0"})
     assert cold.returncode == 0, cold.stderr[-3000:]
-    c = _entry(results_dir)
+    c = _entry(results_dir, eid)
     assert c["platform_facts"]["boot"]["snapshot"]["used"] is False
     runs = []
     for _ in range(2):
-        r = trapline("run", "armv6-unaligned", "--platform", "model", "--quick", "--fresh")
+        r = trapline("run", eid, "--platform", "model", "--quick", "--fresh")
         assert r.returncode == 0, r.stderr[-3000:]
-        runs.append(_entry(results_dir))
+        runs.append(_entry(results_dir, eid))
     for e in runs:
         snap = e["platform_facts"]["boot"]["snapshot"]
-        assert snap["used"] is True and snap["entry"].startswith("armv6-"), snap
+        assert snap["used"] is True and snap["entry"].startswith(f"{arch}-"), snap
         assert e["status"] == c["status"] and all(x["ok"] for x in e["checks"]), e["checks"]
         assert e["platform_facts"]["regions"] == c["platform_facts"]["regions"]
     # two runs from one snapshot: the same figures (-icount; in every run seen, to the last digit)
@@ -169,16 +174,23 @@ def test_a_hung_restored_guest_is_killed_at_its_timeout(armv6_image, own_snapsho
     assert "did not finish within 12 s" in msg and "TLG cmd 1 /trapline/bin/strlen-loop/strlen-loop" in msg
 
 
-def test_qemu_72_still_cannot_save_a_sun4u_machine():
-    """Why the sun4u guest boots for every run (guest.NO_SNAPSHOT): QEMU 7.2's
-    migration dies of SIGFPE on a machine with larger pages than the host's
-    (QEMU issue 1456). Should Debian's QEMU get the fix, this fails: then
-    drop sparc64 from NO_SNAPSHOT."""
-    assert "sparc64" in guest.NO_SNAPSHOT
-    q = subprocess.run([arch_table.get("sparc64").qemu_system, "-M", "sun4u", "-S", "-display", "none",
-                        "-serial", "none", "-monitor", "stdio"],
-                       input='migrate "exec:cat > /dev/null"\nquit\n', capture_output=True, text=True, timeout=120)
+def test_qemu_72_saves_a_sun4u_machine_only_with_the_page_size_library(tmp_path):
+    """Why boot.sh preloads images/qemu-pagesize.c for sun4u (arch.snapshot_host_page):
+    QEMU 7.2's migration dies of SIGFPE on a machine with larger pages than the
+    host's (QEMU issue 1456); with the library it saves the machine. Should
+    Debian's QEMU get the fix, the first assertion fails: then the library can go."""
+    sparc = arch_table.get("sparc64")
+    assert sparc.snapshot_host_page == 8192
+    cmd = [sparc.qemu_system, "-M", "sun4u", "-S", "-display", "none", "-serial", "none", "-monitor", "stdio"]
+    monitor = 'migrate "exec:cat > /dev/null"\ninfo migrate\nquit\n'
+    q = subprocess.run(cmd, input=monitor, capture_output=True, text=True, timeout=120)
     assert q.returncode == -8, (q.returncode, q.stderr[-500:])  # SIGFPE
+    so = tmp_path / "qemu-pagesize.so"
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(so), str(guest.IMAGES / "qemu-pagesize.c"), "-ldl"],
+                   check=True)
+    env = dict(os.environ, LD_PRELOAD=str(so), TL_HOST_PAGE=str(sparc.snapshot_host_page))
+    q = subprocess.run(cmd, input=monitor, capture_output=True, text=True, timeout=120, env=env)
+    assert q.returncode == 0 and "Migration status: completed" in q.stdout, (q.returncode, q.stdout[-800:])
 
 
 def test_the_image_check_is_kept_until_one_of_its_input_files_changes(tmp_path, monkeypatch):

@@ -70,6 +70,10 @@ class Arch:
     numa: Numa
     cpu: str | None = None       # qemu-system -cpu under TCG (None: the machine's own)
     icount: tuple[str, ...] = ()  # the model's guest lane: extra QEMU arguments for a deterministic clock
+    # QEMU 7.2 saves (and restores) this machine only when it sees host pages of at least
+    # this many bytes (its target page size; 0: any host): images/boot.sh then runs QEMU
+    # with images/qemu-pagesize.c preloaded (QEMU issue 1456, explained there)
+    snapshot_host_page: int = 0
     gem5_isa: str = ""
 
     @property
@@ -127,7 +131,8 @@ class Arch:
                 "TL_QEMU_MACHINE": " ".join(self.qemu_machine_args(int(mem) if mem else None,
                                                                    env.get("TRAPLINE_ACCEL") or None)),
                 "TL_CONSOLE": self.console, "TL_GRACE": "5" if self.powers_off else "0",
-                "TL_DTB_NAME": os.path.basename(self.linux.dtb)}
+                "TL_DTB_NAME": os.path.basename(self.linux.dtb),
+                "TL_SNAPSHOT_HOST_PAGE": str(self.snapshot_host_page)}
 
 
 # The model's guest lane: one instruction = 1 ns of virtual time, the vCPUs run
@@ -157,7 +162,8 @@ ARCHES: dict[str, Arch] = {a.name: a for a in (
          # that QEMU's sun4u loader hands to OpenBIOS (zImage is only a gzip of it, which the
          # loader does not unpack).
          linux=Linux("sparc64", "image", "arch/sparc/boot/image", "vmlinux-sparc64"),
-         numa=Numa((256,), (0,)), icount=ICOUNT, gem5_isa="SPARC"),
+         # 8 KiB target pages: QEMU 7.2 saves the machine only with 8 KiB host pages (boot.sh)
+         numa=Numa((256,), (0,)), icount=ICOUNT, gem5_isa="SPARC", snapshot_host_page=8192),
     # The ARM1176JZF-S is ARMv6 (no Thumb-2); -marm keeps every kernel in ARM state so
     # LDRD/LDM/LDR are the instructions the Raspberry Pi 1 ran.
     Arch("armv6", cross="arm-linux-gnueabi-", cflags="-march=armv6 -marm", gcc_package="gcc-arm-linux-gnueabi",

@@ -245,12 +245,9 @@ def guest_hashes(image: Image, bindir: Path, kernel: str) -> dict[str, str]:
 
 SNAPSHOT_FORMAT = 1            # bump when the entry's layout or the payload protocol changes
 SNAPSHOT_APPEND = "quiet tlg.wait=1"  # the saved guest's kernel command line (init waits for its payload)
-# Machines QEMU 7.2 cannot save: its RAM migration divides by the number of
-# target pages per host page, which is 0 when the target's pages are larger
-# than the host's (sun4u: 8 KiB on a 4 KiB host), and QEMU dies of SIGFPE in
-# pss_host_page_prepare (gitlab.com/qemu-project/qemu/-/issues/1456; fixed
-# after 7.2 by "migration: Fix crash on guest psize > host psize"; Debian 12's
-# 7.2.22 still crashes, measured). These guests boot for every run.
+# sun4u is saved and restored with images/qemu-pagesize.c preloaded into QEMU
+# (boot.sh, arch.snapshot_host_page: QEMU 7.2's RAM migration dies of SIGFPE on
+# target pages larger than the host's, QEMU issue 1456); the file is in the key.
 # A restored guest prints its `TLG init` within a second here; one that has not
 # after this long did not resume (it is dropped, and the run boots instead).
 RESTORE_INIT_TIMEOUT_S = 30
@@ -261,8 +258,6 @@ SNAPSHOT_CHECK = "/trapline/tests/hello snapshot-check"
 # its system timer is not saved by QEMU 7.2); one that resumed once resumed in
 # every later run. So a snapshot is saved up to this many times.
 SAVE_ATTEMPTS = 4
-NO_SNAPSHOT = {"sparc64": "QEMU 7.2 cannot save a sun4u machine (8 KiB target pages on a 4 KiB host: "
-                          "SIGFPE in migration, QEMU issue 1456)"}
 
 
 @dataclass
@@ -316,7 +311,8 @@ def snapshot_key(image: Image, machine_extra: list[str]) -> tuple[str, dict]:
     """The key of the image's snapshot and what it was computed from: the QEMU
     command line the restored machine must be started with (boot.sh's own dry
     run, so boot.sh is the one definition of it; file paths replaced by their
-    content hashes), QEMU's version, boot.sh itself and the entry's format."""
+    content hashes), QEMU's version, boot.sh itself, the entry's format and, for an arch
+    saved with images/qemu-pagesize.c preloaded, that file and its page size."""
     env = _boot_env(image, SNAPSHOT_APPEND, machine_extra, TRAPLINE_DRY_RUN="1")
     cmd = ["bash", str(IMAGES / "boot.sh"), image.arch, str(image.kernel), str(image.initrd), "1"]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
@@ -331,6 +327,10 @@ def snapshot_key(image: Image, machine_extra: list[str]) -> tuple[str, dict]:
         line = line.replace(str(path), f"<{name} sha256:{digest}>")
     inputs = {"format": SNAPSHOT_FORMAT, "arch": image.arch, "qemu_cmdline": line,
               "qemu": qemu_version(image.arch), "boot_sh_sha256": _sha256_file(IMAGES / "boot.sh")}
+    host_page = arch_table.get(image.arch).snapshot_host_page
+    if host_page:  # QEMU runs with this preloaded to save and restore the machine (boot.sh)
+        inputs["qemu_pagesize"] = {"host_page": host_page,
+                                   "sha256": _sha256_file(IMAGES / "qemu-pagesize.c")}
     key = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
     return key, inputs
 
@@ -490,8 +490,6 @@ def boot_from_snapshot(image: Image, commands: list[str], timeout: float, per_co
 
     if os.environ.get("TRAPLINE_SNAPSHOTS", "1") == "0":
         return cold("snapshots are off (TRAPLINE_SNAPSHOTS=0)")
-    if image.arch in NO_SNAPSHOT:
-        return cold(NO_SNAPSHOT[image.arch])
     t0 = time.monotonic()
     try:
         key, inputs = snapshot_key(image, machine_extra)

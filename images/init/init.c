@@ -62,6 +62,9 @@
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__sparc__) && defined(__arch64__)
+#include <sys/ioctl.h>
+#endif
 
 #define MAX_CMDS 512
 #define MAX_ARGS 128
@@ -276,6 +279,65 @@ static char *cmdline_param(const char *cmdline, const char *name)
 #define SNAP_CHUNKS 16
 #define SNAP_MAGIC_LEN 12
 
+#if defined(__sparc__) && defined(__arch64__)
+/*
+ * Spin until *p is not zero, on sparc64 with only global registers, then a save and
+ * a restore: QEMU 7.2 restores a sun4u machine with its current window pointer
+ * (env->cwp) but does not point its register file at that window (target/sparc/
+ * machine.c sets env->regwptr in no post-load step; the machine resumes reading
+ * window 0's registers), so code resuming in the saved spin must not read a
+ * windowed register until a SAVE (or a trap that moves the window) has made QEMU
+ * point at the right one again (cpu_set_cwp). The SAVE usually raises a
+ * clean-window trap first (cleanwin is 0 in init at this point); Linux's handler
+ * cleans the new window and retries. With the plain loop of the other arches the
+ * restored init read a pointer from window 0 and died of SIGSEGV (seen:
+ * "init[1]: segfault at fffff80100000010").
+ */
+static void spin_until_set(unsigned char *p)
+{
+	register unsigned char *g1 __asm__("g1") = p;
+
+	__asm__ __volatile__("1:	ldub	[%0], %%g2\n"
+			     "	brz,pt	%%g2, 1b\n"
+			     "	 nop\n"
+			     "	save	%%g0, %%g0, %%g0\n"
+			     "	restore	%%g0, %%g0, %%g0\n"
+			     :
+			     : "r"(g1)
+			     : "g2", "memory");
+}
+
+/*
+ * QEMU 7.2 does not save the sun4u PCI host bridge's interrupt mappings
+ * (hw/pci-host/sabre.c registers no migration state: the stream holds "PCIHost",
+ * "serial", ... but not the bridge's IMAP registers), so a restored machine delivers
+ * no device interrupt until Linux writes the mapping again (its valid bit is clear
+ * after QEMU's reset; traced: the UART raised its line, sabre_pci_set_obio_irq, and
+ * no request followed). The console's UART sends only on its transmit interrupt, so
+ * the restored init's first write to the console waited for ever (the guest idle in
+ * do_idle). Linux writes the mapping when the port starts (request_irq:
+ * sun4u_irq_enable). Closing the console does not stop the port (a console port is
+ * never shut down on close: tty_port_shutdown), and a hang-up of /dev/console only
+ * closes it; a hang-up of the port's own device, /dev/ttyS0, with no /dev/console
+ * open, shuts the port down (uart_hangup: free_irq), and opening the console again
+ * starts it (uart_startup: request_irq, the mapping written, valid).
+ */
+static void rearm_console_interrupt(void)
+{
+	int t;
+
+	close(0);
+	close(1);
+	close(2);
+	t = open("/dev/ttyS0", O_RDWR | O_NOCTTY);
+	if (t >= 0) {
+		ioctl(t, TIOCVHANGUP);
+		close(t);
+	}
+	setup_console();
+}
+#endif
+
 static char *wait_for_payload(void)
 {
 	/* volatile: the compiler must not fold the marker into a constant in the binary */
@@ -300,8 +362,13 @@ static char *wait_for_payload(void)
 	for (int j = 0; j < SNAP_MAGIC_LEN; j++)
 		snprintf(hex + 2 * j, 3, "%02x", buf[j]);
 	say("TLG ready magic=%s chunk=%d chunks=%d\n", hex, SNAP_CHUNK, SNAP_CHUNKS);
+#if defined(__sparc__) && defined(__arch64__)
+	spin_until_set(buf + hdr);
+	rearm_console_interrupt();
+#else
 	while (!((volatile unsigned char *)buf)[hdr])
 		;
+#endif
 	say("TLG resume\n"); /* (a restored guest that prints this but no TLG init is stuck in the sleeps below) */
 	{
 		struct timespec ts = { 0, 1000 };
