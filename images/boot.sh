@@ -38,6 +38,14 @@
 #                       included), plus anything that is not machine state (-plugin).
 #   In both snapshot modes an arch with TL_SNAPSHOT_HOST_PAGE (sun4u) runs QEMU with
 #   images/qemu-pagesize.c preloaded (below), which QEMU 7.2 needs to save it.
+#   TRAPLINE_SNAPSHOT_BREAK=0xADDR  with TRAPLINE_SNAPSHOT_SAVE: save the machine when
+#                       it first executes ADDR (init's tlg_snapshot_spin, from the
+#                       image: INIT_SNAPSHOT_SPIN) instead of wherever `stop` finds it:
+#                       QEMU starts paused (-S) with its gdb stub on a pipe pair, gets
+#                       a breakpoint there and `c`; at `TLG ready` the script waits
+#                       for the stub's stop reply, then saves. Under -icount the guest
+#                       then reaches the same instruction at the same virtual time in
+#                       every boot, so every snapshot holds the same machine.
 #
 # Exit status: 0 if `TLG done` was seen (saving: the snapshot was saved), 124 on
 # timeout, 125 if QEMU ended without `TLG done` (panic, crash, a snapshot that did
@@ -94,6 +102,13 @@ if [[ -n $SAVE ]]; then
 	QEMU+=(-chardev "pipe,id=tlgmon,path=$tmp/mon" -mon chardev=tlgmon,mode=readline
 		-global migration.store-global-state=off)
 fi
+BREAK=${TRAPLINE_SNAPSHOT_BREAK:-}
+if [[ -n $BREAK ]]; then
+	[[ -n $SAVE ]] || die "TRAPLINE_SNAPSHOT_BREAK goes with TRAPLINE_SNAPSHOT_SAVE"
+	[[ $BREAK =~ ^0x[0-9a-f]+$ ]] || die "TRAPLINE_SNAPSHOT_BREAK must be an address in hex (0x...), not '$BREAK'"
+	mkfifo "$tmp/gdb.in" "$tmp/gdb.out"
+	QEMU+=(-S -chardev "pipe,id=tlggdb,path=$tmp/gdb" -gdb chardev:tlggdb)
+fi
 if [[ -n $INCOMING ]]; then
 	[[ -f $INCOMING ]] || die "no snapshot $INCOMING"
 	QEMU+=(-incoming "exec:cat $INCOMING")
@@ -145,6 +160,21 @@ if [[ -n $SAVE ]]; then
 	# the monitor's replies (QEMU holds both ends open read-write: EOF when it exits)
 	cat "$tmp/mon.out" >"$tmp/mon.log" &
 fi
+# gdb remote protocol packet: $body#checksum (the sum of body's bytes mod 256)
+gdb_packet() {
+	local b=$1 s=0 c i
+	for ((i = 0; i < ${#b}; i++)); do
+		printf -v c '%d' "'${b:i:1}"
+		s=$(((s + c) % 256))
+	done
+	printf '$%s#%02x' "$b" "$s"
+}
+if [[ -n $BREAK ]]; then
+	cat "$tmp/gdb.out" >"$tmp/gdb.log" &
+	# a breakpoint at BREAK, then continue (QEMU started paused); in the background:
+	# QEMU opens its pipes only once this script has opened the console fifo below
+	{ gdb_packet "Z0,${BREAK#0x},4"; gdb_packet c; } >"$tmp/gdb.in" &
+fi
 cleanup() {
 	kill "$qpid" 2>/dev/null || true
 	wait "$qpid" 2>/dev/null || true
@@ -177,6 +207,16 @@ while :; do
 		"TLG ready "*)
 			if [[ -n $SAVE && $ready_s == - ]]; then
 				ready_s=$(since)
+				if [[ -n $BREAK ]]; then # the stub's stop reply ($T05...): the guest is at BREAK
+					for ((w = 0; w < 1000; w++)); do
+						grep -qs '[$][TS]05' "$tmp/gdb.log" && break
+						sleep 0.01
+					done
+					if ! grep -qs '[$][TS]05' "$tmp/gdb.log"; then
+						echo "boot.sh: the guest did not stop at $BREAK within 10 s of TLG ready" >&2
+						break
+					fi
+				fi
 				# HMP runs them in turn; migrate (not detached) returns when done
 				printf 'stop\nmigrate "exec:cat > %s"\ninfo migrate\nquit\n' "$SAVE" >"$tmp/mon.in"
 			fi

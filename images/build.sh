@@ -17,7 +17,8 @@
 #           Dynamically linked programs get their ELF interpreter and libraries.
 #
 # Prints on stdout shell-style lines ARCH=, KERNEL=, INITRD=, DTB= (armv6 only),
-# LINUX_SHA256=, INITRD_SHA256=, LINUX_CACHE=, INITRD_CACHE=. Progress goes to stderr.
+# LINUX_SHA256=, INITRD_SHA256=, LINUX_CACHE=, INITRD_CACHE=, and INIT_SNAPSHOT_SPIN= where
+# init has that symbol (sparc64). Progress goes to stderr.
 #
 # The work is split in two sourced halves with separate cache keys:
 #   lib/linux.sh      kernel:    ${CACHE}/<arch>-linux-<key>/
@@ -217,6 +218,8 @@ result() {
 	echo "INITRD_SHA256=$(sha "$INITRD")"
 	echo "LINUX_CACHE=$LINUX_DIR"
 	echo "INITRD_CACHE=$INITRD_DIR"
+	# init's snapshot spin, where a sun4u snapshot is taken (boot.sh TRAPLINE_SNAPSHOT_BREAK)
+	sed -n 's/^init_snapshot_spin=/INIT_SNAPSHOT_SPIN=/p' "$INITRD_DIR/manifest.txt"
 }
 if [[ -n $OUTDIR ]]; then result >"$OUTDIR/boot-$ARCH.env"; fi
 result

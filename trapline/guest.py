@@ -109,7 +109,7 @@ def parse_console(console: str) -> list[GuestCommand]:
 
 def _boot_env(image: Image, append: str, qemu_extra: list[str] | None, **more: str) -> dict:
     env = dict(os.environ, TRAPLINE_APPEND=append)
-    for k in ("TRAPLINE_SNAPSHOT_SAVE", "TRAPLINE_INCOMING", "TRAPLINE_DRY_RUN"):
+    for k in ("TRAPLINE_SNAPSHOT_SAVE", "TRAPLINE_SNAPSHOT_BREAK", "TRAPLINE_INCOMING", "TRAPLINE_DRY_RUN"):
         env.pop(k, None)
     env.update(arch_table.get(image.arch).boot_env(env))
     if qemu_extra:
@@ -392,7 +392,10 @@ def _save_once(image: Image, machine_extra: list[str], key: str, inputs: dict, t
         if log:
             log(f"    booting the {image.arch} guest once to save a snapshot (cache {_entry(image, key).name})")
         t0 = time.monotonic()
-        env = _boot_env(image, SNAPSHOT_APPEND, machine_extra, TRAPLINE_SNAPSHOT_SAVE=str(tmp / "state"))
+        save = {"TRAPLINE_SNAPSHOT_SAVE": str(tmp / "state")}
+        if image.facts.get("INIT_SNAPSHOT_SPIN"):  # saved where init first spins (boot.sh), not where `stop` lands
+            save["TRAPLINE_SNAPSHOT_BREAK"] = image.facts["INIT_SNAPSHOT_SPIN"]
+        env = _boot_env(image, SNAPSHOT_APPEND, machine_extra, **save)
         b = _run_boot_sh(image, env, timeout)
         m = re.search(r"^TLG ready magic=([0-9a-f]+) chunk=(\d+) chunks=(\d+)", b.console, re.M)
         if b.status != 0 or not m:
@@ -400,6 +403,11 @@ def _save_once(image: Image, machine_extra: list[str], key: str, inputs: dict, t
                           f"{tail(b.console, 5)}\n{tail(b.stderr, 5)}"), True
         magic, chunk, chunks = bytes.fromhex(m.group(1)), int(m.group(2)), int(m.group(3))
         data = (tmp / "state").read_bytes()
+        if "TRAPLINE_SNAPSHOT_BREAK" in save:
+            data = _saved_as_running(data)
+            if data is None:
+                return None, "the machine saved at init's spin holds no 'debug' run state to mark running", True
+            (tmp / "state").write_bytes(data)
         offsets = []
         for i in range(chunks):
             marker = magic + b"%04x" % i
@@ -435,6 +443,24 @@ def _save_once(image: Image, machine_extra: list[str], key: str, inputs: dict, t
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
 
+
+
+def _saved_as_running(data: bytes) -> bytes | None:
+    """A machine saved at a breakpoint (boot.sh TRAPLINE_SNAPSHOT_BREAK) is in QEMU's
+    'debug' run state, which QEMU 7.2 writes into the stream (its "globalstate"
+    section: a 4-byte length, then a 100-byte buffer) even with
+    store-global-state=off, and a restore then fails ("invalid runstate transition:
+    'inmigrate' -> 'debug'"). The state marked 'running' instead, in place (same
+    length): the restored machine starts running, as one saved after `stop` does.
+    None if the section is not as expected."""
+    at = data.rfind(b"\x0bglobalstate")
+    if at < 0:
+        return None
+    size = at + 12 + 8  # the idstr, then the instance and version ids
+    buf = size + 4
+    if data[size:buf] != (6).to_bytes(4, "big") or data[buf:buf + 6] != b"debug\0":
+        return None
+    return data[:size] + (8).to_bytes(4, "big") + b"running\0" + data[buf + 8:]
 
 
 def write_payload(snap: Snapshot, payload: str, dest: Path) -> str | None:

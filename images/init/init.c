@@ -64,6 +64,7 @@
 #include <unistd.h>
 #if defined(__sparc__) && defined(__arch64__)
 #include <sys/ioctl.h>
+#include <sys/personality.h>
 #endif
 
 #define MAX_CMDS 512
@@ -293,11 +294,13 @@ static char *cmdline_param(const char *cmdline, const char *name)
  * restored init read a pointer from window 0 and died of SIGSEGV (seen:
  * "init[1]: segfault at fffff80100000010").
  */
-static void spin_until_set(unsigned char *p)
+static __attribute__((noinline)) void spin_until_set(unsigned char *p)
 {
 	register unsigned char *g1 __asm__("g1") = p;
 
-	__asm__ __volatile__("1:	ldub	[%0], %%g2\n"
+	__asm__ __volatile__(".globl	tlg_snapshot_spin\n"
+			     "tlg_snapshot_spin:\n"
+			     "1:	ldub	[%0], %%g2\n"
 			     "	brz,pt	%%g2, 1b\n"
 			     "	 nop\n"
 			     "	save	%%g0, %%g0, %%g0\n"
@@ -363,8 +366,10 @@ static char *wait_for_payload(void)
 		snprintf(hex + 2 * j, 3, "%02x", buf[j]);
 	say("TLG ready magic=%s chunk=%d chunks=%d\n", hex, SNAP_CHUNK, SNAP_CHUNKS);
 #if defined(__sparc__) && defined(__arch64__)
+	tcdrain(1);
 	spin_until_set(buf + hdr);
 	rearm_console_interrupt();
+	personality(ADDR_NO_RANDOMIZE);
 #else
 	while (!((volatile unsigned char *)buf)[hdr])
 		;

@@ -116,7 +116,7 @@ cpio_list() {
 }
 
 initramfs_build_cached() {
-	local t0 work root ucc t n
+	local t0 work root ucc t n spin
 	gen_init_cpio_tool
 	t0=$(now)
 	work=$(mktemp -d "$CACHE/.initramfs-$ARCH-XXXXXXXX")
@@ -152,6 +152,9 @@ initramfs_build_cached() {
 		echo "bindir=${BINDIR:-none}"
 		echo "gcc=$GCC_VER"
 		echo "init_sha256=$(sha "$root/init")"
+		# where a snapshot's save stops the guest (boot.sh TRAPLINE_SNAPSHOT_BREAK), if init has it
+		spin=$("${CROSS}nm" "$root/init" | sed -n 's/^0*\([0-9a-f]*\) T tlg_snapshot_spin$/0x\1/p')
+		[[ -z $spin ]] || echo "init_snapshot_spin=$spin"
 		echo "SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH"
 		echo "build_seconds=$(elapsed "$t0")"
 		echo "initramfs_sha256=$(sha "$work/out/initramfs.cpio")"
