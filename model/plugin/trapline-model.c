@@ -408,7 +408,9 @@ static inline __attribute__((always_inline)) void mem_lean_body(VCpu *v, qemu_pl
 {
     unsigned szlog = (info >> 4) & 7, size = 1u << szlog;
     unsigned rw = (info >> 16) & 3;
-    /* aligned and no larger than a line: in one line */
+    /* aligned and no larger than a line: in one line; past this test the
+     * misses go straight to data_access_line (what mem_lean_slow would choose
+     * for such an access, without decoding it again) */
     if (UNLIKELY(rw == 3 || (vaddr & (size - 1)) || szlog > l1d_shift || (rw == 2 && cfg.l1d_write)))
         return mem_lean_slow(v, info, vaddr);
     /* the page is its DTLB set's most recent, or the one before it: a hit
@@ -416,12 +418,12 @@ static inline __attribute__((always_inline)) void mem_lean_body(VCpu *v, qemu_pl
      * up. Two streams whose pages share a set (x86_64 workload: a[] and idx[])
      * alternate there. */
     if (UNLIKELY(!array_head2(&v->dtlb, vaddr >> page_shift)))
-        return mem_lean_slow(v, info, vaddr);
+        return data_access_line(v, vaddr, rw >> 1);
     /* the same for the line in its L1D set (a slow path taken from here finds
      * the page at its set's head: a hit, the swap was the lookup's one change) */
     uint64_t *ls = array_head2(&v->l1d, vaddr >> l1d_shift);
     if (UNLIKELY(!ls))
-        return mem_lean_slow(v, info, vaddr);
+        return data_access_line(v, vaddr, rw >> 1);
     /* rw is 1 (a load) or 2 (a store) here: one DTLB access, a load or a
      * store, an L1D hit, counted as one (put_stats adds them up) */
     v->c.lean[rw >> 1]++;
