@@ -307,18 +307,25 @@ static inline bool array_is_mru(Array *a, uint64_t k)
 /* Key k is its set's most recent entry, or the one after it (then the two
  * swap, what array_read does): a hit found with two compares, for the lean
  * leaf (mem_lean_body). Returns the set (k at its head), or NULL when the
- * full lookup is still to do. */
-static inline __attribute__((always_inline)) uint64_t *array_head2(Array *a, uint64_t k)
+ * full lookup is still to do. W: the array's ways when the caller knows them
+ * (an array that is not split: its stride), 0 when not. */
+static inline __attribute__((always_inline)) uint64_t *array_head2_w(Array *a, uint64_t k, const unsigned W)
 {
-    uint64_t *s = array_mru(a, k);
+    uint64_t *s = W ? a->e + (k & a->set_mask) * W : array_mru(a, k);
     if (LIKELY((s[0] >> 1) == k))
         return s;
-    if (a->ways < 2 || (s[1] >> 1) != k)
+    if ((W ? W < 2 : a->ways < 2) || (s[1] >> 1) != k)
         return NULL;
     uint64_t x = s[1];
     s[1] = s[0];
     s[0] = x;
     return s;
+}
+
+/* the same for an array of W ways, W known (not split: stride W), or W = 0: any */
+static inline __attribute__((always_inline)) uint64_t *array_head2(Array *a, uint64_t k)
+{
+    return array_head2_w(a, k, 0);
 }
 
 /* ------------------------------------------------------------ per vCPU */

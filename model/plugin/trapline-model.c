@@ -404,7 +404,8 @@ static __attribute__((noinline)) void mem_lean_slow(VCpu *v, qemu_plugin_meminfo
  * audit; an instruction that is not locked): mem_exec_t's common case
  * (data_access) as a leaf that touches no callee-saved register, anything
  * else a tail call. */
-static inline __attribute__((always_inline)) void mem_lean_body(VCpu *v, qemu_plugin_meminfo_t info, uint64_t vaddr)
+static inline __attribute__((always_inline)) void mem_lean_body(VCpu *v, qemu_plugin_meminfo_t info, uint64_t vaddr,
+                                                                 const unsigned DW, const unsigned LW)
 {
     unsigned szlog = (info >> 4) & 7, size = 1u << szlog;
     unsigned rw = (info >> 16) & 3;
@@ -417,11 +418,11 @@ static inline __attribute__((always_inline)) void mem_lean_body(VCpu *v, qemu_pl
      * that swaps the two (what array_read does); else the slow path looks it
      * up. Two streams whose pages share a set (x86_64 workload: a[] and idx[])
      * alternate there. */
-    if (UNLIKELY(!array_head2(&v->dtlb, vaddr >> page_shift)))
+    if (UNLIKELY(!array_head2_w(&v->dtlb, vaddr >> page_shift, DW)))
         return data_access_line(v, vaddr, rw >> 1);
     /* the same for the line in its L1D set (a slow path taken from here finds
      * the page at its set's head: a hit, the swap was the lookup's one change) */
-    uint64_t *ls = array_head2(&v->l1d, vaddr >> l1d_shift);
+    uint64_t *ls = array_head2_w(&v->l1d, vaddr >> l1d_shift, LW);
     if (UNLIKELY(!ls))
         return data_access_line(v, vaddr, rw >> 1);
     /* rw is 1 (a load) or 2 (a store) here: one DTLB access, a load or a
@@ -432,7 +433,15 @@ static inline __attribute__((always_inline)) void mem_lean_body(VCpu *v, qemu_pl
 
 static void mem_exec_lean(unsigned int vi, qemu_plugin_meminfo_t info, uint64_t vaddr, void *ud)
 {
-    mem_lean_body(vcpus[vi], info, vaddr);
+    mem_lean_body(vcpus[vi], info, vaddr, 0, 0);
+}
+
+/* the same for a DTLB of 4 ways and an L1D of 8 (the x86_64 machines): the
+ * sets' addresses without the multiply by a stride loaded from the array, and
+ * no test of the ways' count (x86_64 reps=30: -2%) */
+static void mem_exec_lean48(unsigned int vi, qemu_plugin_meminfo_t info, uint64_t vaddr, void *ud)
+{
+    mem_lean_body(vcpus[vi], info, vaddr, 4, 8);
 }
 
 /* the same with the SPARC audit: the access reported, so it did not fault */
@@ -442,7 +451,7 @@ static void mem_exec_audit(unsigned int vi, qemu_plugin_meminfo_t info, uint64_t
     const InsnDesc *d = ud;
     if (d->idx >= v->done)
         v->done = d->idx + 1u;
-    mem_lean_body(v, info, vaddr);
+    mem_lean_body(v, info, vaddr, 0, 0);
 }
 
 /* ------------------------------------------------------------ translation */
@@ -616,6 +625,9 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
     /* the callbacks of this run's features (tb_exec_t, mem_exec_t): a run in
      * user mode without fast_forward= or trace= gets the lean ones */
     bool lean = !cfg.fast_forward && !system_mode && !trace_fp;
+    /* a DTLB of 4 ways and an L1D of 8 (neither is ever split: array_init) */
+    bool lean48 = cfg.dtlb_entries && cfg.dtlb_assoc == 4 && cfg.l1d_assoc == 8 && cfg.l1d_size / cfg.l1d_line >= 8 &&
+                  cfg.dtlb_entries >= 4;
     qemu_plugin_register_vcpu_tb_exec_cb(tb, !lean ? tb_exec : audit_faults ? tb_exec_audit : tb_exec_lean,
                                          QEMU_PLUGIN_CB_NO_REGS, t);
     for (size_t i = 0; i < n; i++) {
@@ -624,6 +636,7 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         qemu_plugin_register_vcpu_mem_cb(insn,
                                          !lean || d->locked ? mem_exec
                                          : audit_faults     ? mem_exec_audit
+                                         : lean48           ? mem_exec_lean48
                                                             : mem_exec_lean,
                                          QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW, d);
         if (d->special || d->tail)
