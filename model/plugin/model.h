@@ -274,6 +274,28 @@ static inline __attribute__((always_inline)) int array_read_spread(Array *a, uin
     return array_read(a, k, victim);
 }
 
+/* The walk's arrays when their shape is known at compile time (caches.c,
+ * X86_SHAPE): W = 4 or 8, an array of W ways that is not split; W = 0, a
+ * split array of SPLIT_HEAD + TW ways; W < 0, any (array_read's switch). The
+ * same reads, without the switch on the kind and with constant strides. */
+static inline __attribute__((always_inline)) uint64_t *array_mru_c(Array *a, uint64_t k, const int W)
+{
+    if (W < 0)
+        return a->e + (k & a->set_mask) * a->stride;
+    return a->e + (k & a->set_mask) * (W ? (unsigned)W : SPLIT_HEAD);
+}
+
+static inline __attribute__((always_inline)) int array_read_c(Array *a, uint64_t k, uint64_t *victim, const int W,
+                                                              const unsigned TW)
+{
+    if (W < 0)
+        return array_read(a, k, victim);
+    uint64_t set = k & a->set_mask;
+    if (W == 0)
+        return array_read4_nb(a->e + set * SPLIT_HEAD, k, victim, a->t + set * TW, TW);
+    return array_read_w(a->e + set * (unsigned)W, (unsigned)W, k, victim);
+}
+
 /* Where key k sits, or NULL; no recency change. */
 static inline uint64_t *array_find(Array *a, uint64_t k)
 {
@@ -412,6 +434,9 @@ void l1i_fetch_line(VCpu *v, uint64_t line);
 void data_access_full(VCpu *v, uint64_t vaddr, uint64_t paddr, unsigned size, bool store, bool locked,
                       bool load_part);
 void data_access_line(VCpu *v, uint64_t addr, bool store);
+/* the same for the x86_64 machines' shape (caches.c: x86_shape, decided from the options) */
+void data_access_line_x86(VCpu *v, uint64_t addr, bool store);
+bool x86_shape(void);
 
 
 /* One data access of size bytes at vaddr (guest-physical paddr: the caches'

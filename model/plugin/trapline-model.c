@@ -405,7 +405,7 @@ static __attribute__((noinline)) void mem_lean_slow(VCpu *v, qemu_plugin_meminfo
  * (data_access) as a leaf that touches no callee-saved register, anything
  * else a tail call. */
 static inline __attribute__((always_inline)) void mem_lean_body(VCpu *v, qemu_plugin_meminfo_t info, uint64_t vaddr,
-                                                                 const unsigned DW, const unsigned LW)
+                                                                 const unsigned DW, const unsigned LW, const int X)
 {
     unsigned szlog = (info >> 4) & 7, size = 1u << szlog;
     unsigned rw = (info >> 16) & 3;
@@ -419,12 +419,12 @@ static inline __attribute__((always_inline)) void mem_lean_body(VCpu *v, qemu_pl
      * up. Two streams whose pages share a set (x86_64 workload: a[] and idx[])
      * alternate there. */
     if (UNLIKELY(!array_head2_w(&v->dtlb, vaddr >> page_shift, DW)))
-        return data_access_line(v, vaddr, rw >> 1);
+        return X ? data_access_line_x86(v, vaddr, rw >> 1) : data_access_line(v, vaddr, rw >> 1);
     /* the same for the line in its L1D set (a slow path taken from here finds
      * the page at its set's head: a hit, the swap was the lookup's one change) */
     uint64_t *ls = array_head2_w(&v->l1d, vaddr >> l1d_shift, LW);
     if (UNLIKELY(!ls))
-        return data_access_line(v, vaddr, rw >> 1);
+        return X ? data_access_line_x86(v, vaddr, rw >> 1) : data_access_line(v, vaddr, rw >> 1);
     /* rw is 1 (a load) or 2 (a store) here: one DTLB access, a load or a
      * store, an L1D hit, counted as one (put_stats adds them up) */
     v->c.lean[rw >> 1]++;
@@ -433,7 +433,14 @@ static inline __attribute__((always_inline)) void mem_lean_body(VCpu *v, qemu_pl
 
 static void mem_exec_lean(unsigned int vi, qemu_plugin_meminfo_t info, uint64_t vaddr, void *ud)
 {
-    mem_lean_body(vcpus[vi], info, vaddr, 0, 0);
+    mem_lean_body(vcpus[vi], info, vaddr, 0, 0, 0);
+}
+
+/* the same for the x86_64 machines' whole shape (x86_shape): its misses walk
+ * data_access_line_x86 */
+static void mem_exec_lean_x86(unsigned int vi, qemu_plugin_meminfo_t info, uint64_t vaddr, void *ud)
+{
+    mem_lean_body(vcpus[vi], info, vaddr, 4, 8, 1);
 }
 
 /* the same for a DTLB of 4 ways and an L1D of 8 (the x86_64 machines): the
@@ -441,7 +448,7 @@ static void mem_exec_lean(unsigned int vi, qemu_plugin_meminfo_t info, uint64_t 
  * no test of the ways' count (x86_64 reps=30: -2%) */
 static void mem_exec_lean48(unsigned int vi, qemu_plugin_meminfo_t info, uint64_t vaddr, void *ud)
 {
-    mem_lean_body(vcpus[vi], info, vaddr, 4, 8);
+    mem_lean_body(vcpus[vi], info, vaddr, 4, 8, 0);
 }
 
 /* the same with the SPARC audit: the access reported, so it did not fault */
@@ -451,7 +458,7 @@ static void mem_exec_audit(unsigned int vi, qemu_plugin_meminfo_t info, uint64_t
     const InsnDesc *d = ud;
     if (d->idx >= v->done)
         v->done = d->idx + 1u;
-    mem_lean_body(v, info, vaddr, 0, 0);
+    mem_lean_body(v, info, vaddr, 0, 0, 0);
 }
 
 /* ------------------------------------------------------------ translation */
@@ -628,6 +635,7 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
     /* a DTLB of 4 ways and an L1D of 8 (neither is ever split: array_init) */
     bool lean48 = cfg.dtlb_entries && cfg.dtlb_assoc == 4 && cfg.l1d_assoc == 8 && cfg.l1d_size / cfg.l1d_line >= 8 &&
                   cfg.dtlb_entries >= 4;
+    bool lean_x86 = lean48 && x86_shape();
     qemu_plugin_register_vcpu_tb_exec_cb(tb, !lean ? tb_exec : audit_faults ? tb_exec_audit : tb_exec_lean,
                                          QEMU_PLUGIN_CB_NO_REGS, t);
     for (size_t i = 0; i < n; i++) {
@@ -636,6 +644,7 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         qemu_plugin_register_vcpu_mem_cb(insn,
                                          !lean || d->locked ? mem_exec
                                          : audit_faults     ? mem_exec_audit
+                                         : lean_x86         ? mem_exec_lean_x86
                                          : lean48           ? mem_exec_lean48
                                                             : mem_exec_lean,
                                          QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW, d);
