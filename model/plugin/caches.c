@@ -18,6 +18,7 @@
  * access that misses down to the L3 about 50 host instructions of calls and
  * saved registers (x86_64 -7 to -9%, sparc64 -11% in interleaved A/B runs). */
 #define HOT __attribute__((always_inline))
+#define X86_L3_TAIL 16 /* x86_shape's L3: 20 ways, SPLIT_HEAD in the head */
 
 static uint64_t *tags_alloc(uint64_t entries, unsigned set_bytes)
 {
@@ -129,10 +130,10 @@ static inline void l3_write(VCpu *v, uint64_t addr)
 }
 
 /* An L3 read (an L2 miss, or the fill of an L2 write-allocate): 1 on a hit. */
-static inline HOT int l3_read(VCpu *v, uint64_t addr)
+static inline HOT int l3_read_x(VCpu *v, uint64_t addr, const int X)
 {
     uint64_t victim = INVALID_TAG;
-    if (array_read(&v->l3, addr >> l3_shift, &victim)) {
+    if (array_read_c(&v->l3, addr >> l3_shift, &victim, X ? 0 : -1, X86_L3_TAIL)) {
         v->c.l3_read_hits++;
         return 1;
     }
@@ -144,16 +145,26 @@ static inline HOT int l3_read(VCpu *v, uint64_t addr)
     return 0;
 }
 
-/* An L2 victim: a dirty one is written to the L3, or to memory. */
-static inline void l2_evicted(VCpu *v, uint64_t victim)
+static inline HOT int l3_read(VCpu *v, uint64_t addr)
 {
-    if (victim == INVALID_TAG || !(victim & 1))
-        return;
+    return l3_read_x(v, addr, 0);
+}
+
+/* A dirty L2 victim is written to the L3, or to memory (l2_evicted tests it
+ * inline: a clean victim, the common case, costs no call). */
+static __attribute__((noinline)) void l2_evicted_dirty(VCpu *v, uint64_t victim)
+{
     v->c.l2_writebacks++;
     if (have_l3)
         l3_write(v, (victim >> 1) << l2_shift);
     else
         mem_write(v, (victim >> 1) << l2_shift);
+}
+
+static inline HOT void l2_evicted(VCpu *v, uint64_t victim)
+{
+    if (victim != INVALID_TAG && (victim & 1))
+        l2_evicted_dirty(v, victim);
 }
 
 /* A write into the L2 (an L1 write-back, or a write-through store): a miss
@@ -180,14 +191,14 @@ static inline void l2_write(VCpu *v, uint64_t addr)
 /* A read below the L1s (an L1 miss of the line at addr): returns the level
  * that served it, 2 (L2), 3 (L3) or 0 (memory). A dirty victim is written
  * to the level below after the fill (pycachesim's order). */
-static inline HOT int lower_read(VCpu *v, uint64_t addr, bool ifetch)
+static inline HOT int lower_read_x(VCpu *v, uint64_t addr, bool ifetch, const int X)
 {
     uint64_t victim = INVALID_TAG;
-    if (!have_l2) {
+    if (!X && !have_l2) {
         mem_read(v, addr, ifetch);
         return 0;
     }
-    if (array_read(&v->l2, addr >> l2_shift, &victim)) {
+    if (array_read_c(&v->l2, addr >> l2_shift, &victim, X ? 8 : -1, 0)) {
         v->c.l2_read_hits++;
         return 2;
     }
@@ -195,10 +206,10 @@ static inline HOT int lower_read(VCpu *v, uint64_t addr, bool ifetch)
     /* a dirty victim goes to the L3 after the fill (l2_evicted): its L3 set,
      * like the fill's, is likely not in the host's caches, so it is fetched
      * now, in the shadow of the fill's lookup */
-    if (have_l3 && victim != INVALID_TAG && (victim & 1))
-        __builtin_prefetch(array_mru(&v->l3, ((victim >> 1) << l2_shift) >> l3_shift));
+    if ((X || have_l3) && victim != INVALID_TAG && (victim & 1))
+        __builtin_prefetch(array_mru_c(&v->l3, ((victim >> 1) << l2_shift) >> l3_shift, X ? 0 : -1));
     int lvl = 0;
-    if (have_l3 && l3_read(v, addr))
+    if ((X || have_l3) && l3_read_x(v, addr, X))
         lvl = 3;
     else
         mem_read(v, addr, ifetch);
@@ -206,18 +217,29 @@ static inline HOT int lower_read(VCpu *v, uint64_t addr, bool ifetch)
     return lvl;
 }
 
-static inline HOT void tlb_access_i(VCpu *v, Array *t, uint64_t vpn, uint64_t *miss)
+static inline HOT int lower_read(VCpu *v, uint64_t addr, bool ifetch)
+{
+    return lower_read_x(v, addr, ifetch, 0);
+}
+
+static inline HOT void tlb_access_x(VCpu *v, Array *t, uint64_t vpn, uint64_t *miss, const int X)
 {
     uint64_t victim;
-    if (LIKELY(array_read(t, vpn, &victim)))
+    if (LIKELY(array_read_c(t, vpn, &victim, X ? 4 : -1, 0)))
         return;
     (*miss)++;
-    if (have_stlb) {
-        if (array_read_spread(&v->stlb, vpn, &victim))
+    if (X || have_stlb) {
+        if (X ? array_read4_nb(array_mru_c(&v->stlb, vpn, 4), vpn, &victim, NULL, 0)
+              : array_read_spread(&v->stlb, vpn, &victim))
             v->c.stlb_hits++;
         else
             v->c.stlb_misses++;
     }
+}
+
+static inline HOT void tlb_access_i(VCpu *v, Array *t, uint64_t vpn, uint64_t *miss)
+{
+    tlb_access_x(v, t, vpn, miss, 0);
 }
 
 void tlb_access(VCpu *v, Array *t, uint64_t vpn, uint64_t *miss) /* the other callers: a call */
@@ -227,24 +249,29 @@ void tlb_access(VCpu *v, Array *t, uint64_t vpn, uint64_t *miss) /* the other ca
 
 /* An L1D read of one line (a load, or the fill of a write-back store).
  * Returns 1 on a hit. */
-static inline HOT int l1d_read(VCpu *v, uint64_t line)
+static inline HOT int l1d_read_x(VCpu *v, uint64_t line, const int X)
 {
     uint64_t victim = INVALID_TAG;
-    if (LIKELY(array_read(&v->l1d, line, &victim)))
+    if (LIKELY(array_read_c(&v->l1d, line, &victim, X ? 8 : -1, 0)))
         return 1;
-    int lvl = lower_read(v, line << l1d_shift, false);
+    int lvl = lower_read_x(v, line << l1d_shift, false, X);
     if (lvl == 2)
         v->c.l1d_rmiss_l2hit++;
     else if (lvl == 3)
         v->c.l1d_rmiss_l3hit++;
     if (victim != INVALID_TAG && (victim & 1)) {
         v->c.l1d_writebacks++;
-        if (have_l2)
+        if (X || have_l2)
             l2_write(v, (victim >> 1) << l1d_shift);
         else
             mem_write(v, (victim >> 1) << l1d_shift);
     }
     return 0;
+}
+
+static inline HOT int l1d_read(VCpu *v, uint64_t line)
+{
+    return l1d_read_x(v, line, 0);
 }
 
 void l1i_fetch_line(VCpu *v, uint64_t line)
@@ -266,31 +293,56 @@ void l1i_fetch_line(VCpu *v, uint64_t line)
 /* data_access_full for an aligned access in one line (so one page), not
  * locked, a load or a write-back store, in user mode (address = index):
  * the same steps without the tests that cannot apply (mem_lean_slow). */
-void data_access_line(VCpu *v, uint64_t addr, bool store)
+static inline HOT void data_access_line_x(VCpu *v, uint64_t addr, bool store, const int X)
 {
-    if (have_l3)
-        __builtin_prefetch(array_mru(&v->l3, addr >> l3_shift));
+    if (X || have_l3)
+        __builtin_prefetch(array_mru_c(&v->l3, addr >> l3_shift, X ? 0 : -1));
     else if (have_l2)
         __builtin_prefetch(array_mru(&v->l2, addr >> l2_shift));
     uint64_t p = addr >> page_shift, l = addr >> l1d_shift;
     v->c.dtlb_accesses++;
-    if (UNLIKELY(!array_is_mru(&v->dtlb, p)))
-        tlb_access_i(v, &v->dtlb, p, &v->c.dtlb_misses);
+    if (UNLIKELY((array_mru_c(&v->dtlb, p, X ? 4 : -1)[0] >> 1) != p))
+        tlb_access_x(v, &v->dtlb, p, &v->c.dtlb_misses, X);
+    uint64_t *mru = array_mru_c(&v->l1d, l, X ? 8 : -1);
     if (!store) {
         v->c.loads++;
-        if (LIKELY(array_is_mru(&v->l1d, l)) || l1d_read(v, l))
+        if (LIKELY((*mru >> 1) == l) || l1d_read_x(v, l, X))
             v->c.l1d_load_hits++;
         else
             v->c.l1d_load_misses++;
         return;
     }
     v->c.stores++;
-    uint64_t *mru = array_mru(&v->l1d, l);
-    if (LIKELY((*mru >> 1) == l) || l1d_read(v, l))
+    if (LIKELY((*mru >> 1) == l) || l1d_read_x(v, l, X))
         v->c.l1d_store_hits++;
     else
         v->c.l1d_store_misses++;
     *mru |= 1; /* the line is the set's most recent now */
+}
+
+__attribute__((noinline)) void data_access_line(VCpu *v, uint64_t addr, bool store)
+{
+    data_access_line_x(v, addr, store, 0);
+}
+
+/* The x86_64 machines' shape (x86-2012-server and its kin): a DTLB and an
+ * STLB of 4 ways, an L1D and an L2 of 8 ways, an L3 of 20 ways split
+ * (SPLIT_HEAD + X86_L3_TAIL). data_access_line_x86 walks it with every
+ * array's kind and stride known (no switch in array_read, no have_l2/l3/stlb
+ * tests): the same reads, the same counts. */
+bool x86_shape(void)
+{
+    uint64_t l3_entries = cfg.l3_line ? cfg.l3_size / cfg.l3_line : 0;
+    return cfg.dtlb_assoc == 4 && cfg.dtlb_entries >= 4 && have_stlb && cfg.stlb_assoc == 4 &&
+           cfg.stlb_entries >= 4 && cfg.l1d_assoc == 8 && cfg.l1d_size / cfg.l1d_line >= 8 && have_l2 &&
+           cfg.l2_assoc == 8 && cfg.l2_size / cfg.l2_line >= 8 && have_l3 &&
+           cfg.l3_assoc == SPLIT_HEAD + X86_L3_TAIL && l3_entries * sizeof(uint64_t) >= HUGE_PAGE &&
+           cfg.l3_assoc >= 4 * SPLIT_HEAD; /* array_init splits it */
+}
+
+__attribute__((noinline)) void data_access_line_x86(VCpu *v, uint64_t addr, bool store)
+{
+    data_access_line_x(v, addr, store, 1);
 }
 
 /* Any data access (data_access in model.h takes the common case first). */

@@ -227,6 +227,34 @@ static inline __attribute__((always_inline)) int array_read4_nb(uint64_t *s, uin
                                                                 unsigned tw)
 {
     uint64_t e0 = s[0], e1 = s[1], e2 = s[2], e3 = s[3];
+#if defined(__x86_64__)
+    /* the same selections as conditional moves, one compare per way feeding
+     * every selection it decides (GCC turns the C selections into branches,
+     * or into masks at about twice the instructions: x86_64 reps=100 -4%):
+     * way i's new entry is the one above it until the key is found above it;
+     * x is the way holding the key (e0 when none does: then a miss) */
+    uint64_t x = e0, s1 = e0, s2 = e1, s3 = e2;
+    __asm__("cmp %[a], %[k]\n\tcmove %[e1], %[s1]\n\tcmove %[e2], %[s2]\n\tcmove %[e3], %[s3]"
+            : [s1] "+r"(s1), [s2] "+r"(s2), [s3] "+r"(s3)
+            : [a] "r"(e0 >> 1), [k] "r"(k), [e1] "rm"(e1), [e2] "rm"(e2), [e3] "rm"(e3)
+            : "cc");
+    __asm__("cmp %[a], %[k]\n\tcmove %[e1], %[x]\n\tcmove %[e2], %[s2]\n\tcmove %[e3], %[s3]"
+            : [x] "+r"(x), [s2] "+r"(s2), [s3] "+r"(s3)
+            : [a] "r"(e1 >> 1), [k] "r"(k), [e1] "rm"(e1), [e2] "rm"(e2), [e3] "rm"(e3)
+            : "cc");
+    __asm__("cmp %[a], %[k]\n\tcmove %[e2], %[x]\n\tcmove %[e3], %[s3]"
+            : [x] "+r"(x), [s3] "+r"(s3)
+            : [a] "r"(e2 >> 1), [k] "r"(k), [e2] "rm"(e2), [e3] "rm"(e3)
+            : "cc");
+    __asm__("cmp %[a], %[k]\n\tcmove %[e3], %[x]" : [x] "+r"(x) : [a] "r"(e3 >> 1), [k] "r"(k), [e3] "rm"(e3) : "cc");
+    s[1] = s1;
+    s[2] = s2;
+    s[3] = s3;
+    if (LIKELY((x >> 1) == k)) {
+        s[0] = x;
+        return 1;
+    }
+#else
     uint64_t m0 = -(uint64_t)((e0 >> 1) == k), m1 = -(uint64_t)((e1 >> 1) == k);
     uint64_t m2 = -(uint64_t)((e2 >> 1) == k), m3 = -(uint64_t)((e3 >> 1) == k);
     uint64_t a2 = m0 | m1, a3 = a2 | m2; /* the key in ways 0..1, 0..2 */
@@ -238,6 +266,7 @@ static inline __attribute__((always_inline)) int array_read4_nb(uint64_t *s, uin
         s[0] = x;
         return 1;
     }
+#endif
     uint64_t carry = e3;
     for (unsigned i = 0; i < tw; i++) {
         uint64_t y = t[i];
@@ -274,6 +303,28 @@ static inline __attribute__((always_inline)) int array_read_spread(Array *a, uin
     return array_read(a, k, victim);
 }
 
+/* The walk's arrays when their shape is known at compile time (caches.c,
+ * X86_SHAPE): W = 4 or 8, an array of W ways that is not split; W = 0, a
+ * split array of SPLIT_HEAD + TW ways; W < 0, any (array_read's switch). The
+ * same reads, without the switch on the kind and with constant strides. */
+static inline __attribute__((always_inline)) uint64_t *array_mru_c(Array *a, uint64_t k, const int W)
+{
+    if (W < 0)
+        return a->e + (k & a->set_mask) * a->stride;
+    return a->e + (k & a->set_mask) * (W ? (unsigned)W : SPLIT_HEAD);
+}
+
+static inline __attribute__((always_inline)) int array_read_c(Array *a, uint64_t k, uint64_t *victim, const int W,
+                                                              const unsigned TW)
+{
+    if (W < 0)
+        return array_read(a, k, victim);
+    uint64_t set = k & a->set_mask;
+    if (W == 0)
+        return array_read4_nb(a->e + set * SPLIT_HEAD, k, victim, a->t + set * TW, TW);
+    return array_read_w(a->e + set * (unsigned)W, (unsigned)W, k, victim);
+}
+
 /* Where key k sits, or NULL; no recency change. */
 static inline uint64_t *array_find(Array *a, uint64_t k)
 {
@@ -307,18 +358,25 @@ static inline bool array_is_mru(Array *a, uint64_t k)
 /* Key k is its set's most recent entry, or the one after it (then the two
  * swap, what array_read does): a hit found with two compares, for the lean
  * leaf (mem_lean_body). Returns the set (k at its head), or NULL when the
- * full lookup is still to do. */
-static inline __attribute__((always_inline)) uint64_t *array_head2(Array *a, uint64_t k)
+ * full lookup is still to do. W: the array's ways when the caller knows them
+ * (an array that is not split: its stride), 0 when not. */
+static inline __attribute__((always_inline)) uint64_t *array_head2_w(Array *a, uint64_t k, const unsigned W)
 {
-    uint64_t *s = array_mru(a, k);
+    uint64_t *s = W ? a->e + (k & a->set_mask) * W : array_mru(a, k);
     if (LIKELY((s[0] >> 1) == k))
         return s;
-    if (a->ways < 2 || (s[1] >> 1) != k)
+    if ((W ? W < 2 : a->ways < 2) || (s[1] >> 1) != k)
         return NULL;
     uint64_t x = s[1];
     s[1] = s[0];
     s[0] = x;
     return s;
+}
+
+/* the same for an array of W ways, W known (not split: stride W), or W = 0: any */
+static inline __attribute__((always_inline)) uint64_t *array_head2(Array *a, uint64_t k)
+{
+    return array_head2_w(a, k, 0);
 }
 
 /* ------------------------------------------------------------ per vCPU */
@@ -405,6 +463,9 @@ void l1i_fetch_line(VCpu *v, uint64_t line);
 void data_access_full(VCpu *v, uint64_t vaddr, uint64_t paddr, unsigned size, bool store, bool locked,
                       bool load_part);
 void data_access_line(VCpu *v, uint64_t addr, bool store);
+/* the same for the x86_64 machines' shape (caches.c: x86_shape, decided from the options) */
+void data_access_line_x86(VCpu *v, uint64_t addr, bool store);
+bool x86_shape(void);
 
 
 /* One data access of size bytes at vaddr (guest-physical paddr: the caches'
