@@ -292,7 +292,11 @@ static char *cmdline_param(const char *cmdline, const char *name)
  * clean-window trap first (cleanwin is 0 in init at this point); Linux's handler
  * cleans the new window and retries. With the plain loop of the other arches the
  * restored init read a pointer from window 0 and died of SIGSEGV (seen:
- * "init[1]: segfault at fffff80100000010").
+ * "init[1]: segfault at fffff80100000010"). Its first instruction is the global
+ * tlg_snapshot_spin: the image build records its address and a snapshot is saved
+ * when the guest first executes it (images/boot.sh TRAPLINE_SNAPSHOT_BREAK), so
+ * every snapshot holds the same machine; the console is drained first, so that
+ * no output is left in flight in the saved machine.
  */
 static __attribute__((noinline)) void spin_until_set(unsigned char *p)
 {
