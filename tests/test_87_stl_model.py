@@ -25,6 +25,7 @@ def test_one_lock_does_not_scale_per_thread_allocation_does_and_reruns_agree(res
     e = _entry(results_dir)
     assert e["rests_on"] == "prediction" and e["platform_facts"]["machine"] == "ultrasparc-t1"
     assert e["platform_facts"]["lockstep"] is True and e["platform_facts"]["deterministic"] is False
+    assert e["platform_facts"]["lockstep_losses"] == {"timeouts": 0, "lines_dropped": 0, "events_dropped": 0}
     f = {x["name"].split(" (")[0]: x["value"] for x in e["figures"]}
     # one lock: a second thread buys nothing (the model's 2 threads take at least the 1-thread time)
     assert e["reproduced"] <= 1.0 and e["status"] == "reproduced", e["note"]
@@ -116,6 +117,7 @@ def _main(g):
 def test_shared_line_hands_off_and_waits_the_transfer_latency(prog, tmp_path):
     g, _ = _sim(prog, tmp_path, "lockstep=on", "transfer_lat=100")
     assert g["lockstep"]["timeouts"] == 0 and g["lockstep"]["vcpus"] == 2
+    assert g["lockstep"]["lines_dropped"] == 0 and g["lockstep"]["events_dropped"] == 0
     r, t = _main(g), g["total"]["contention"]
     # 2 x 2000 increments in clock order: the line changes hands often, both ways
     assert r["contention"]["handoffs"] > 1000 and t["handoffs"] - r["contention"]["handoffs"] > 1000, (r, t)
@@ -154,3 +156,45 @@ def test_lockstep_off_prints_nothing_new_and_bad_values_are_named(prog, tmp_path
                             ",".join([str(plugin_path()), f"out={out}", bad]), str(prog), "1", "10"],
                            capture_output=True, text=True, timeout=60)
         assert p.returncode != 0 and word in p.stderr, p.stderr
+
+
+FULL = r"""
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#define ROI_BEGIN() __asm__ volatile(".byte 0x0f,0x1f,0x80,0x01,0x00,0x4c,0x54" ::: "memory")
+#define ROI_END() __asm__ volatile(".byte 0x0f,0x1f,0x80,0x02,0x00,0x4c,0x54" ::: "memory")
+#define LINES 5000
+#define WAKES 300
+static struct { long v; char pad[120]; } slot[LINES];
+static int word[WAKES];
+int main(void) {
+    ROI_BEGIN();
+    for (int i = 0; i < LINES; i++)  /* a locked RMW on more lines than the table holds */
+        __atomic_fetch_add(&slot[i].v, 1, __ATOMIC_SEQ_CST);
+    for (int i = 0; i < WAKES; i++)  /* wakes on more addresses than the event table holds */
+        syscall(SYS_futex, &word[i], FUTEX_WAKE_PRIVATE, 1, 0, 0, 0);
+    ROI_END();
+    return 0;
+}
+"""
+
+
+def test_a_full_lock_line_or_event_table_is_said_and_counted(tmp_path):
+    """contention.c's tables are fixed (4,096 lock lines, 256 futex addresses): what
+    they cannot hold is not modelled, so the run says so once on stderr and counts it
+    (lockstep.lines_dropped, .events_dropped), and the lane's entry carries the counts."""
+    (tmp_path / "full.c").write_text(FULL)
+    exe = tmp_path / "full"
+    subprocess.run(["gcc", "-O1", "-static", "-o", str(exe), str(tmp_path / "full.c")], check=True)
+    out = tmp_path / "stats.json"
+    r = subprocess.run([arch_table.get("x86_64").qemu_user, "-plugin",
+                        ",".join([str(plugin_path()), f"out={out}", "lockstep=on"]), str(exe)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lk = json.loads(out.read_text())["lockstep"]
+    # every RMW past the 4,096th line, every wake past the 256th address (glibc's own
+    # futex calls before main may take a few more entries)
+    assert 5000 - 4096 <= lk["lines_dropped"] < 5000 and 300 - 256 <= lk["events_dropped"] < 300, lk
+    assert r.stderr.count("lock-line table is full") == 1, r.stderr
+    assert r.stderr.count("futex event table is full") == 1, r.stderr

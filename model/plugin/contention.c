@@ -73,6 +73,9 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static int holder = -1;
 static uint64_t timeouts;
+/* what a full table could not hold (lockstep.lines_dropped, .events_dropped):
+ * a hand-off or a wake not modelled, said on stderr once and counted */
+static uint64_t lines_dropped, events_dropped;
 /* a clone in flight: the child starts at the parent's clock */
 static uint64_t spawn_clk, spawn_tid[2];
 
@@ -130,6 +133,10 @@ static void event_put(uint64_t addr, uint64_t clk)
                 events[h].clk = clk;
             return;
         }
+    if (!events_dropped++)
+        fprintf(stderr, "trapline-model: lockstep: the futex event table is full (%d addresses); a thread woken "
+                        "through another address does not wait for its waker's clock (lockstep.events_dropped)\n",
+                EVENTS);
 }
 
 static uint64_t event_get(uint64_t addr)
@@ -261,6 +268,9 @@ static void lk_mem(unsigned int vi, qemu_plugin_meminfo_t info, uint64_t vaddr, 
         lines[h].line = line;
         lines[h].owner = (int)vi;
         lines[h].rel = now;
+    } else if (!lines_dropped++) {
+        fprintf(stderr, "trapline-model: lockstep: the lock-line table is full (%d lines); a locked RMW of "
+                        "another line is not handed off (lockstep.lines_dropped)\n", LINES);
     }
     sy[vi].clk = clock_of(vi);
     pthread_mutex_unlock(&mu);
@@ -393,6 +403,7 @@ void contention_put_run(Str *s)
         switches += sy[i].switches;
         sput(s, "%s%" PRIu64, i ? ", " : "", vcpus[i] ? clock_of(i) : 0);
     }
-    sput(s, "], \"syncs\": %" PRIu64 ", \"switches\": %" PRIu64 ", \"timeouts\": %" PRIu64 "},\n", syncs, switches,
-         timeouts);
+    sput(s, "], \"syncs\": %" PRIu64 ", \"switches\": %" PRIu64 ", \"timeouts\": %" PRIu64
+            ", \"lines_dropped\": %" PRIu64 ", \"events_dropped\": %" PRIu64 "},\n",
+         syncs, switches, timeouts, lines_dropped, events_dropped);
 }

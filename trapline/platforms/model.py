@@ -44,6 +44,9 @@ TIMEOUT_S = 900
 # stack and its size moves stack addresses, and so a few modelled cache misses
 KERNEL_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C"}
 GUEST_TIMEOUT_S = {True: 600, False: 2400}  # quick, full
+# the plugin's lockstep counts of order it could not keep (model/plugin/contention.c's
+# "lockstep" stats: a turn waited 10 s, a full lock-line or futex-event table)
+LOCKSTEP_LOSSES = ("timeouts", "lines_dropped", "events_dropped")
 # (the guest lane's -icount arguments per architecture: trapline/arch.py)
 
 
@@ -106,6 +109,7 @@ class ModelPlatform(Platform):
         clock = m.clock_hz
         output = kernelio.KernelOutput()
         raw, shown, regions_total = [], [], 0
+        lost = dict.fromkeys(LOCKSTEP_LOSSES, 0)
         log(f"{exp.id}: timing model, machine {m.name}{' with ' + ' '.join(m.sets) if m.sets else ''}")
         for i, r in enumerate(spec.get("runs", [])):
             argv = [str(bindir / r["binary"])] + kernel_args(ctx, exp, r, kset)
@@ -128,11 +132,16 @@ class ModelPlatform(Platform):
                 return PlatformRun(output, "\n".join(raw), shown, seconds=time.monotonic() - t0, error=err)
             regions_total += len(regions)
             output.extend(out)
+            for k in lost:
+                lost[k] += stats.get("lockstep", {}).get(k, 0)
         hashes = {f"{exp.kernel}/{k}": v for k, v in build.binary_hashes(bindir).items()}
         run = PlatformRun(output, "\n".join(raw), shown, binaries=hashes, seconds=time.monotonic() - t0)
         run.facts = machine_facts(exp, m, regions_total)
         if spec.get("lockstep"):  # the clocks order the threads, but a few host races remain (docs/model.md)
-            run.facts.update(lockstep=True, deterministic=False)
+            run.facts.update(lockstep=True, deterministic=False, lockstep_losses=lost)
+            if any(lost.values()):
+                log(f"{exp.id}: the lockstep timeline lost order in this run: "
+                    f"{', '.join(f'{k} {v}' for k, v in lost.items() if v)} (docs/model.md)")
         return run
 
     def _run_guest(self, exp, m: machines.Machine, kset: dict[str, str], t0: float) -> PlatformRun:
