@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
+from trapline import proc
 
 
 def _cli(args, env):
@@ -107,28 +108,43 @@ def test_no_child_outlives_a_sigkilled_harness(tmp_path, argv):
     assert not [k for k in kids if _alive(k)], "qemu outlived the SIGKILLed harness"
 
 
-def test_a_child_before_exec_imports_and_loads_nothing():
-    """die_with_parent runs in a forked child before exec, while another thread of
-    the harness may be importing matplotlib (plots.preload) and so hold a module's
-    or the dynamic loader's lock: it must set PR_SET_PDEATHSIG with what the parent
-    resolved, importing nothing and opening no library (a run hung there once).
-    Checked in a child interpreter in which both would raise."""
-    code = textwrap.dedent("""
-        import builtins, ctypes
+def test_a_child_runs_no_python_before_exec_and_dies_with_its_parent(tmp_path):
+    """run_command's child is set to die by SIGKILL with its parent (setpriv
+    --pdeathsig), and no Python code runs in it between fork and exec: another
+    thread of the harness may be importing matplotlib (plots.preload) and so hold
+    a module's, the loader's or malloc's lock at the fork (a run hung there once,
+    when the child imported ctypes). Checked in a child interpreter: an at-fork
+    hook, which CPython runs in the child only when Python code runs there
+    (preexec_fn), must never fire, and the command sees PR_GET_PDEATHSIG = SIGKILL."""
+    mark = tmp_path / "python-ran-in-the-child"
+    code = textwrap.dedent(f"""
+        import os, sys
         from trapline import proc
-        def no(*a, **k):
-            raise RuntimeError("imported or loaded in the child")
-        builtins.__import__ = no
-        ctypes.CDLL = no
-        proc.die_with_parent()
-        sig = ctypes.c_int(0)
-        proc._PRCTL(2, ctypes.byref(sig), 0, 0, 0)  # PR_GET_PDEATHSIG
-        print(sig.value)
+        os.register_at_fork(after_in_child=lambda: open({str(mark)!r}, "w").close())
+        probe = ("import ctypes; s = ctypes.c_int(0); "
+                 "ctypes.CDLL(None).prctl(2, ctypes.byref(s), 0, 0, 0); print(s.value)")  # PR_GET_PDEATHSIG
+        status, out, err = proc.run_command([sys.executable, "-c", probe], 60)
+        print(status, out.strip(), err.strip())
     """)
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                        env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert r.returncode == 0, r.stderr[-2000:]
-    assert r.stdout.split() == [str(int(signal.SIGKILL))]
+    assert r.stdout.split() == ["0", str(int(signal.SIGKILL))], r.stdout
+    assert not mark.exists(), "Python code ran in the child between fork and exec"
+
+
+def test_a_missing_program_is_an_error_before_anything_starts(tmp_path):
+    """The program is found as exec would find it (on env's PATH, or a path from
+    cwd) before setpriv starts: a missing one raises FileNotFoundError naming it,
+    as Popen does, not a status of setpriv's."""
+    with pytest.raises(FileNotFoundError, match="no-such-trapline-tool"):
+        proc.run_command(["no-such-trapline-tool", "x"], 10, env={"PATH": "/usr/bin:/bin"})
+    with pytest.raises(FileNotFoundError, match="no-such-binary"):
+        proc.run_command(["./no-such-binary"], 10, cwd=tmp_path)
+    (tmp_path / "here").write_text("#!/bin/sh\necho from \"$PWD\"\n")
+    (tmp_path / "here").chmod(0o755)
+    status, out, _ = proc.run_command(["./here"], 10, cwd=tmp_path)
+    assert status == 0 and out.strip() == f"from {tmp_path}"
 
 
 def test_first_venv_created_by_two_run_sh_at_once(tmp_path):

@@ -3,7 +3,9 @@ progress lines while it runs, and the tail of its output for error messages."""
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -12,7 +14,6 @@ from functools import lru_cache
 from pathlib import Path
 
 CONSOLE_TAIL_LINES = 20
-_PR_SET_PDEATHSIG = 1
 
 
 @lru_cache(maxsize=None)
@@ -28,30 +29,37 @@ def tool_version(binary: str) -> str:
     return out.splitlines()[0] if out.strip() else "unknown"
 
 
-def _resolve_prctl():
-    """prctl from the C library, looked up once in the parent: a child between
-    fork and exec must not import or dlopen anything, because another thread of
-    the harness (the report's matplotlib preload: plots.preload) may hold the
-    loader's or a module's lock at the fork, and the child would wait for it
-    forever (seen: a run hung before QEMU started)."""
-    try:
-        import ctypes
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
+# Every child is started through setpriv (util-linux, Essential in Debian) with its
+# parent-death signal set to SIGKILL, so that a harness killed with SIGKILL leaves
+# no guest or build running (a SIGKILL cannot be caught, and the children run in
+# their own sessions); images/boot.sh starts QEMU the same way. No Python code runs
+# in the child between fork and exec (no preexec_fn): another thread of the harness
+# (the report's matplotlib preload, plots.preload) may hold a module's, the
+# loader's or malloc's lock at the fork, and a child that ran Python code there
+# could wait for it forever (seen: a run hung before QEMU started).
+SETPRIV = shutil.which("setpriv", path="/usr/bin:/bin:/usr/sbin:/sbin")
+DEATH_SIGNAL = "KILL"
 
 
-_PRCTL = _resolve_prctl()
-_SIGKILL = int(signal.SIGKILL)
+def _resolve(program: str, cwd: Path | None, env: dict | None) -> str:
+    """program as exec would find it (a path with a slash from cwd, else on env's
+    PATH): FileNotFoundError, as Popen raises, when there is none."""
+    if "/" in program:
+        found = program if os.access(Path(cwd or ".") / program, os.X_OK) else None
+    else:
+        found = shutil.which(program, path=os.pathsep.join(os.get_exec_path(env)))
+    if found is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+    return found
 
 
-def die_with_parent() -> None:
-    """In a child, before exec: ask Linux to SIGKILL it when its parent dies, so
-    that a harness killed with SIGKILL leaves no guest or build running (a
-    SIGKILL cannot be caught, and the children run in their own sessions).
-    Calls only what the parent resolved (_PRCTL): nothing here may take a lock."""
-    if _PRCTL is not None:
-        _PRCTL(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)
+def with_parent_death(cmd: list[str], cwd: Path | None = None, env: dict | None = None) -> list[str]:
+    """cmd, started by setpriv with the parent-death signal set (it execs cmd in
+    the same process, so the child's pid and /proc/PID/cmdline are cmd's)."""
+    if SETPRIV is None:
+        raise RuntimeError("setpriv (util-linux) is not installed: trapline starts every child through it so that "
+                           "none outlives a killed harness; install util-linux")
+    return [SETPRIV, f"--pdeathsig={DEATH_SIGNAL}", "--", _resolve(cmd[0], cwd, env)] + list(cmd[1:])
 
 
 def run_command(cmd: list[str], timeout: float, cwd: Path | None = None, log=None,
@@ -64,9 +72,8 @@ def run_command(cmd: list[str], timeout: float, cwd: Path | None = None, log=Non
     arrives. With marker and marker_timeout, a process whose stdout has no line
     starting with marker by then is killed too (a guest that never reaches its
     init). Returns (exit status or None on timeout, stdout, stderr)."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
-                            cwd=cwd, start_new_session=True, env=env,
-                            preexec_fn=die_with_parent)
+    proc = subprocess.Popen(with_parent_death(cmd, cwd, env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, errors="replace", cwd=cwd, start_new_session=True, env=env)
     chunks: dict[str, list[str]] = {"out": [], "err": []}
     seen = {"marker": marker is None}
 
