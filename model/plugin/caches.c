@@ -330,11 +330,15 @@ __attribute__((noinline)) void data_access_line(VCpu *v, uint64_t addr, bool sto
  * (SPLIT_HEAD + X86_L3_TAIL). data_access_line_x86 walks it with every
  * array's kind and stride known (no switch in array_read, no have_l2/l3/stlb
  * tests): the same reads, the same counts. */
+bool shape48(void)
+{
+    return cfg.dtlb_assoc == 4 && cfg.dtlb_entries >= 4 && cfg.l1d_assoc == 8 && cfg.l1d_size / cfg.l1d_line >= 8;
+}
+
 bool x86_shape(void)
 {
     uint64_t l3_entries = cfg.l3_line ? cfg.l3_size / cfg.l3_line : 0;
-    return cfg.dtlb_assoc == 4 && cfg.dtlb_entries >= 4 && have_stlb && cfg.stlb_assoc == 4 &&
-           cfg.stlb_entries >= 4 && cfg.l1d_assoc == 8 && cfg.l1d_size / cfg.l1d_line >= 8 && have_l2 &&
+    return shape48() && have_stlb && cfg.stlb_assoc == 4 && cfg.stlb_entries >= 4 && have_l2 &&
            cfg.l2_assoc == 8 && cfg.l2_size / cfg.l2_line >= 8 && have_l3 &&
            cfg.l3_assoc == SPLIT_HEAD + X86_L3_TAIL && l3_entries * sizeof(uint64_t) >= HUGE_PAGE &&
            cfg.l3_assoc >= 4 * SPLIT_HEAD; /* array_init splits it */

@@ -465,6 +465,9 @@ void data_access_full(VCpu *v, uint64_t vaddr, uint64_t paddr, unsigned size, bo
 void data_access_line(VCpu *v, uint64_t addr, bool store);
 /* the same for the x86_64 machines' shape (caches.c: x86_shape, decided from the options) */
 void data_access_line_x86(VCpu *v, uint64_t addr, bool store);
+/* a DTLB of 4 ways and an L1D of 8 (neither is ever split: array_init) */
+bool shape48(void);
+/* shape48, and the x86_64 machines' STLB, L2 and split L3 */
 bool x86_shape(void);
 
 

@@ -481,6 +481,18 @@ static void mem_exec_audit(unsigned int vi, qemu_plugin_meminfo_t info, uint64_t
     mem_lean_body(v, info, vaddr, 0, 0, 0);
 }
 
+/* a lean run's memory callback for an instruction that is not locked, chosen
+ * once at install from the machine's shape (set_lean_leaf) */
+static qemu_plugin_vcpu_mem_cb_t mem_exec_leaf = mem_exec_lean;
+
+static void set_lean_leaf(void)
+{
+    mem_exec_leaf = audit_faults  ? mem_exec_audit
+                    : x86_shape() ? mem_exec_lean_x86
+                    : shape48()   ? mem_exec_lean48
+                                  : mem_exec_lean;
+}
+
 /* ------------------------------------------------------------ translation */
 
 #define HASH_BITS 16
@@ -652,21 +664,13 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
     /* the callbacks of this run's features (tb_exec_t, mem_exec_t): a run in
      * user mode without fast_forward= or trace= gets the lean ones */
     bool lean = !cfg.fast_forward && !system_mode && !trace_fp;
-    /* a DTLB of 4 ways and an L1D of 8 (neither is ever split: array_init) */
-    bool lean48 = cfg.dtlb_entries && cfg.dtlb_assoc == 4 && cfg.l1d_assoc == 8 && cfg.l1d_size / cfg.l1d_line >= 8 &&
-                  cfg.dtlb_entries >= 4;
-    bool lean_x86 = lean48 && x86_shape();
     qemu_plugin_register_vcpu_tb_exec_cb(tb, !lean ? tb_exec : audit_faults ? tb_exec_audit : tb_exec_lean,
                                          QEMU_PLUGIN_CB_NO_REGS, t);
     for (size_t i = 0; i < n; i++) {
         struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
         InsnDesc *d = &t->insn[i];
         qemu_plugin_register_vcpu_mem_cb(insn,
-                                         !lean || d->locked ? mem_exec
-                                         : audit_faults     ? mem_exec_audit
-                                         : lean_x86         ? mem_exec_lean_x86
-                                         : lean48           ? mem_exec_lean48
-                                                            : mem_exec_lean,
+                                         !lean || d->locked ? mem_exec : mem_exec_leaf,
                                          QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW, d);
         if (d->special || d->tail)
             qemu_plugin_register_vcpu_insn_exec_cb(insn, special_exec, QEMU_PLUGIN_CB_NO_REGS, d);
@@ -726,6 +730,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     audit_faults = cfg.arch == ARCH_SPARC64;
     numa_local = cfg.numa_nodes == 1 || (!system_mode && !cfg.numa_interleave);
     lean_access_init();
+    set_lean_leaf();
 
     plugin_id = id;
     if (ffreset_install())
