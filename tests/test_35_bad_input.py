@@ -210,3 +210,152 @@ def test_exit_status_and_timeout_flag(results_dir):
     assert "timed out after 0.5 s" in entry["note"] + json.dumps(entry), entry
     r = trapline("run", "loop-order", "--platform", "host", "--quick")
     assert r.returncode == 0, r.stderr
+
+
+# ------------------------------------------------------------ hostile files and absurd numbers
+
+def _deep(n: int) -> dict[str, str]:
+    """YAML nested n levels deep, four ways (each was a segfault past about 50,000 levels)."""
+    return {"flow-lists": "a: " + "[" * n + "]" * n + "\n",
+            "flow-maps": "a: " + "{b: " * n + "1" + "}" * n + "\n",
+            "block-lists": "a:\n  " + "- " * n + "x\n",
+            "block-maps": "".join(" " * i + f"k{i}:\n" for i in range(400)) + " " * 400 + "v: 1\n"}
+
+
+def _alias_bomb(levels: int = 25, fan: int = 9) -> str:
+    """A dozen lines whose aliases expand to fan**levels nodes (9**25: about 7e23)."""
+    out = f"a0: &a0 [{', '.join(['x'] * fan)}]\n"
+    for i in range(1, levels + 1):
+        out += f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * fan)}]\n"
+    return out
+
+
+HOSTILE = {**{f"deep-{k}": v for k, v in _deep(100_000).items()},
+           "deep-1e6": "a: " + "[" * 1_000_000 + "]" * 1_000_000 + "\n",
+           "alias-bomb": _alias_bomb(),
+           "alias-deep": "a: &a " + "[" * 60 + "1" + "]" * 60 + "\nb: &b " + "[*a, " * 60 + "1" + "]" * 60 + "\n",
+           "alias-in-itself": "a: &a [1, *a]\n"}
+HOSTILE_WORDS = {"alias-bomb": ["aliases", "100,000"], "alias-in-itself": ["*a", "inside its own anchor"]}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_hostile_yaml_is_refused_from_its_events(name):
+    """Any depth (100,000 and 1,000,000 levels), an alias bomb, an alias inside itself: one
+    error from the event pre-scan, without building (or expanding) the document."""
+    from trapline.errors import UsageError
+    from trapline.yamlfile import load_text
+    with pytest.raises(UsageError) as e:
+        load_text(HOSTILE[name], "f.yaml", UsageError)
+    for w in HOSTILE_WORDS.get(name, ["nested more than 100 levels"]):
+        assert w in str(e.value), str(e.value)
+    assert load_text("a: &a [1, 2]\nb: *a\nc: 1e30\n", "ok.yaml", UsageError) == \
+        {"a": [1, 2], "b": [1, 2], "c": 1e30}  # aliases of sane size still load; 1e30 is a number
+
+
+@pytest.mark.parametrize("name,argv", [
+    ("deep-flow-lists", ["simulate", "--arch", "x86_64", "--machine", "{f}", "--", "/bin/true"]),
+    ("deep-block-lists", ["run", "x86-split-lock", "--quick", "--machine", "{f}"]),
+    ("alias-bomb", ["run", "x86-split-lock", "--quick", "--machine", "{f}"]),
+    ("deep-flow-maps", ["simulate", "--arch", "x86_64", "--machine", "x86-2012-server", "--set",  # (an
+                        "caches=" + "[" * 60_000 + "]" * 60_000, "--", "/bin/true"]),  # argument holds 128 kB)
+], ids=["deep-flow-lists", "deep-block-lists", "alias-bomb", "deep-set"])
+def test_hostile_machine_file_is_one_line_in_run_and_simulate(name, argv, tmp_path, results_dir):
+    f = tmp_path / f"{name}.yaml"
+    f.write_text(HOSTILE[name])
+    r = trapline(*[a.replace("{f}", str(f)) for a in argv], timeout=60)
+    _check(r, HOSTILE_WORDS.get(name, ["nested more than 100 levels"]), results_dir)
+
+
+_SERVER = ["--machine", "x86-2012-server", "--arch", "x86_64"]
+ABSURD = [  # (case, argv, words the line must hold, words it must not)
+    ("clock-1e400", ["--set", "clock=1e400GHz"], ["clock", "too large"], ["split_lock"]),
+    ("clock-1e300", ["--set", "clock=1e300GHz"], ["clock", "too large", "Hz"], ["split_lock", "nan"]),
+    ("latency-1e400", ["--set", "memory.latency=1e400ns"], ["memory.latency", "too large"], ["split_lock"]),
+    ("numa-1e400", ["--set", "numa.latency_ns[0][0]=1e400ns"], ["numa.latency_ns[0][0]", "too large"], []),
+    ("size-1e400", ["--set", "caches.l1d.size=1e400kB"], ["caches.l1d.size", "too large"], []),
+    ("cpi-1e30", ["--set", "cpi=1e30"], ["cpi", "out of range"], ["'1e30'"]),
+    ("cpi-1e400", ["--set", "cpi=1e400"], ["cpi", "too large"], []),
+    ("tlb-negative", ["--set", "tlb.dtlb.entries=-64"], ["tlb.dtlb.entries", "at least 1"], ["multiple"]),
+    ("numa-nodes-negative", ["--set", "numa.nodes=-2"], ["numa.nodes", "at least 1"], ["-2 rows"]),
+    ("size-negative", ["--set", "caches.l1d.size=-32kB"], ["caches.l1d.size", "negative"], []),
+    ("digits-5000", ["--set", "tlb.dtlb.entries=" + "9" * 5000], ["tlb.dtlb.entries", "5,000 digits"], []),
+]
+
+
+@pytest.mark.parametrize("case,argv,words,never", ABSURD, ids=[c[0] for c in ABSURD])
+def test_absurd_numbers_name_the_real_problem(case, argv, words, never, results_dir):
+    r = trapline("simulate", *_SERVER, *argv, "--", "/bin/true", timeout=60)
+    _check(r, words, results_dir)
+    for w in never:
+        assert w not in r.stderr, r.stderr
+
+
+def test_absurd_numbers_in_files_and_kernel_arguments(tmp_path, results_dir):
+    """The same numbers written in a machine file (1e400GHz, a 5,000-digit count, a 50 MB
+    value: the line names it, shortened) and given to a kernel (a 5,000-digit rows)."""
+    d = tmp_path / "m"
+    d.mkdir()
+    cases = {"inf": (_GOOD_MACHINE.replace("value: 2.6GHz", "value: 1e400GHz", 1), ["clock", "too large"]),
+             "digits": (_GOOD_MACHINE.replace("entries: 64", "entries: " + "9" * 5000, 1), ["5,000 digits", "line"]),
+             "huge": (_GOOD_MACHINE.replace("value: 2.6GHz", 'value: "' + "9" * 50_000_000 + 'GHz"', 1),
+                      ["clock", "characters]", "too large"])}
+    for name, (text, words) in cases.items():
+        f = d / name / "x86-2012-server.yaml"
+        f.parent.mkdir()
+        f.write_text(text)
+        r = trapline("simulate", "--machine", str(f), "--arch", "x86_64", "--", "/bin/true", timeout=120)
+        _check(r, words, results_dir)
+        assert len(r.stderr) < 2000, (name, len(r.stderr))
+    r = trapline("run", "loop-order", "--platform", "host", "--set", "rows=" + "9" * 5000, timeout=60)
+    _check(r, ["rows", "5,000 characters", "an integer from 1"], results_dir)
+
+
+def _tree_of(tmp_path: Path, keep: list[str], broken: str, text: str) -> Path:
+    """A kernels tree of `keep` experiments (with common/ and the Makefile) where
+    `broken`'s experiment.yaml is `text`."""
+    tree = tmp_path / "kernels"
+    tree.mkdir()
+    for p in (ROOT / "kernels").iterdir():
+        if p.name in ("Makefile", "README.md"):
+            shutil.copy(p, tree / p.name)
+        elif p.is_dir() and p.name in keep + ["common", broken]:
+            shutil.copytree(p, tree / p.name, ignore=shutil.ignore_patterns("build"))
+    (tree / broken / "experiment.yaml").write_text(text)
+    return tree
+
+
+@pytest.mark.parametrize("why,text,words", [
+    ("deep", "a: " + "[" * 100_000 + "]" * 100_000 + "\n", ["nested more than 100 levels"]),
+    ("schema", "description: only this\n", ["catalogue"]),
+], ids=["deep", "schema"])
+def test_a_broken_neighbour_blocks_nothing_else(why, text, words, tmp_path):
+    """loop-order's file is broken: strlen-loop still runs; reproduce-all gives loop-order
+    a failed entry with the reason (exit 1), runs the rest and finishes its report."""
+    tree = _tree_of(tmp_path, ["strlen-loop"], "loop-order", text)
+    root = tmp_path / "results"
+    env = {"TRAPLINE_KERNELS": str(tree), "TRAPLINE_RESULTS": str(root)}
+    r = trapline("run", "strlen-loop", "--platform", "host", "--quick", env=env)
+    assert r.returncode == 0, r.stderr
+    r = trapline("reproduce-all", "--platform", "host", "--quick", env=env)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    import json
+    run = (root / "latest").resolve()
+    summary = json.loads((run / "summary.json").read_text())
+    status = {(e["id"], e["platform"]): e["status"] for e in summary["experiments"]}
+    assert status[("loop-order", "host")] == "failed" and status[("strlen-loop", "host")] == "reproduced", status
+    entry = json.loads((run / "entries" / "loop-order.host.json").read_text())
+    assert "experiment.yaml" in entry["note"] and all(w in entry["note"] for w in words), entry["note"]
+    assert "loop-order" in (run / "report.md").read_text()
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert all(w in manifest["experiments"]["loop-order"]["error"] for w in words)
+
+
+def test_sensitivity_plans_past_a_broken_neighbour(tmp_path, monkeypatch):
+    from trapline import sensitivity
+    from trapline.errors import ExperimentError
+    tree = _tree_of(tmp_path, ["loop-order"], "strlen-loop", "description: only this\n")
+    monkeypatch.setenv("TRAPLINE_KERNELS", str(tree))
+    exp, m, cases = sensitivity.plan("loop-order", None, ["memory.latency"], [0.5, 2])
+    assert exp.id == "loop-order" and [c[2] for c in cases] == ["45ns", "180ns"], cases
+    with pytest.raises(ExperimentError, match="strlen-loop/experiment.yaml"):
+        sensitivity.plan("strlen-loop", None, [], [2])

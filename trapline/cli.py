@@ -219,8 +219,7 @@ def main(argv: list[str] | None = None) -> int:
             print(run.path / "report.html")
             return _exit_status(run)
         if args.command == "reproduce-all":
-            ids = list(experiment.load_all())
-            run = runner.execute("reproduce-all", ids, args.platform, args.quick, {}, fresh=args.fresh,
+            run = runner.execute("reproduce-all", None, args.platform, args.quick, {}, fresh=args.fresh,
                                  timeout=args.timeout)
             print(run.path / "report.html")
             return _exit_status(run)

@@ -52,6 +52,8 @@ class Experiment:
     id: str
     path: Path
     data: dict[str, Any]
+    # set on a stand-in for a file that does not validate (`stand_in`): why; nothing of it runs
+    error: str | None = None
 
     @property
     def folder(self) -> Path:
@@ -227,6 +229,31 @@ def load_all(directory: Path | None = None, broken: dict[str, str] | None = None
             broken[p.parent.name] = str(e)
     exps.sort(key=lambda e: catalogue_key(e.data["catalogue"], e.id))
     return {e.id: e for e in exps}
+
+
+def stand_in(exp_id: str, error: str, directory: Path | None = None) -> Experiment:
+    """A stand-in for the experiment whose file does not validate (`error`, as load_all's
+    `broken` holds it), so that reproduce-all gives it failed entries with the reason and
+    runs the rest: what can be read of its file (catalogue, description, its known
+    platforms and headline), and otherwise placeholders."""
+    path = Path(directory or kernels_dir()) / exp_id / EXPERIMENT_FILE
+    try:
+        data = read_mapping(path, ExperimentError)
+    except ExperimentError:
+        data = {}
+
+    def text(key: str, default: str) -> str:
+        v = data.get(key)
+        return v if isinstance(v, str) and v.strip() else default
+    head = data.get("headline") if isinstance(data.get("headline"), dict) else {}
+    lanes = [p for p in data["platforms"] if isinstance(p, str)] if isinstance(data.get("platforms"), dict) else []
+    return Experiment(id=exp_id, path=path, error=error, data={
+        "catalogue": text("catalogue", "?"),
+        "description": text("description", f"{shown(path)} does not validate"),
+        "headline": {"name": head["name"] if isinstance(head.get("name"), str) else "headline",
+                     "unit": head["unit"] if isinstance(head.get("unit"), str) else "",
+                     "claimed": head.get("claimed") if isinstance(head.get("claimed"), (int, float)) else None},
+        "platforms": {p: {} for p in lanes or ["host"]}})
 
 
 def get(exp_id: str, exps: dict[str, Experiment] | None = None) -> Experiment:

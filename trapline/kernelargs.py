@@ -34,6 +34,7 @@ _SPEC = re.compile(r"^\[(?:(int|float|range|list) (\S+)\.\.(\S+)|(choice))\] ?(.
 _CHOICES = re.compile(r"[\w.+-]+(?:\|[\w.+-]+)+")
 _CINT = re.compile(r"^[+-]?(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)$")
 _DEC = re.compile(r"^[0-9]+$")
+_LONGEST_INT = 64  # characters; a long long (what the kernels' strtoll reads) has at most 20
 _FLOAT = re.compile(r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$")
 
 
@@ -93,7 +94,7 @@ class KernelArg:
             return lo <= float(text) <= hi
         if self.kind == "range":
             parts = text.split("-")
-            if len(parts) not in (1, 2) or not all(_DEC.match(p) for p in parts):
+            if len(parts) not in (1, 2) or not all(_DEC.match(p) and len(p) <= _LONGEST_INT for p in parts):
                 return False
             a, b = int(parts[0]), int(parts[-1])
             return lo <= a <= b <= hi
@@ -120,8 +121,8 @@ def _text(value: Any) -> str:
 
 def _cint(text: str) -> int | None:
     """The integer strtoll(text, &end, 0) reads when it reads all of text, else None."""
-    if not _CINT.match(text):
-        return None
+    if len(text) > _LONGEST_INT or not _CINT.match(text):
+        return None  # (longer than any long long, strtoll's type: not converted, which took seconds or failed)
     sign = -1 if text.startswith("-") else 1
     digits = text.lstrip("+-")
     if digits[:2].lower() == "0x":

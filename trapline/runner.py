@@ -16,7 +16,7 @@ from pathlib import Path
 from trapline import __version__, analysis, build, experiment, platforms, report, results
 from trapline import entry as entries_mod
 from trapline.context import RunContext
-from trapline.errors import UsageError
+from trapline.errors import ExperimentError, UsageError
 from trapline.report import plots
 from trapline.yamlfile import shown
 
@@ -42,6 +42,11 @@ def plan(exps: dict, exp_ids: list[str], platform: str | None, strict: bool = Tr
         listed = list(exp.platforms)
         if platform:
             platforms.check(platform)  # raises for unknown/planned platforms
+        if exp.error:  # a file that does not validate (reproduce-all): a failed entry per lane it names
+            out += [(exp, p, None) for p in ([platform] if platform else
+                                             [p for p in listed if p in platforms.PLATFORMS] or ["host"])]
+            continue
+        if platform:
             if platform not in listed and not strict:
                 out.append((exp, platform, f"this experiment has no {platform} lane; it runs on: {', '.join(listed)}"))
                 continue
@@ -63,7 +68,7 @@ def validate(steps: list[tuple], ctx: RunContext) -> None:
     the run directory opens): bad --set keys, and every machine, loaded and
     checked once into the context."""
     for exp, pname, reason in steps:
-        if reason is None and "not_applicable" not in exp.platform(pname):
+        if reason is None and not exp.error and "not_applicable" not in exp.platform(pname):
             platforms.get(pname, ctx).validate(exp)
 
 
@@ -72,6 +77,10 @@ def run_entry(exp, pname: str, reason: str | None, ctx: RunContext) -> tuple[dic
     (a not-applicable entry). Shared by execute and by the sweep's points (trapline/sweep)."""
     if reason:
         judged = analysis.judge({"not_applicable": reason}, exp.headline, None, None)
+        return entries_mod.build(exp, pname, judged, platforms.PLATFORMS.get(pname)).to_dict(), ""
+    if exp.error:
+        judged = analysis.judge({}, exp.headline, None, f"the experiment file does not validate: {exp.error}")
+        ctx.log(f"    failed: {exp.error}")
         return entries_mod.build(exp, pname, judged, platforms.PLATFORMS.get(pname)).to_dict(), ""
     plat = platforms.get(pname, ctx)
     spec = exp.platform(pname)
@@ -87,16 +96,34 @@ def run_entry(exp, pname: str, reason: str | None, ctx: RunContext) -> tuple[dic
     return entry, prun.raw if prun else ""
 
 
-def execute(command: str, exp_ids: list[str], platform: str | None, quick: bool, sets: dict[str, str],
+def load(exp_ids: list[str] | None, tolerate_broken: bool) -> tuple[dict, list[str]]:
+    """The experiments to run (exp_ids; None: every one, in catalogue order) and their ids.
+    An experiment whose file does not validate never stops the others: named, it is an
+    error (one line, exit 2) unless tolerate_broken (reproduce-all), which gives it a
+    stand-in that becomes failed entries with the reason."""
+    broken: dict[str, str] = {}
+    exps = experiment.load_all(broken=broken)
+    every = exp_ids is None
+    exp_ids = list(exps) + list(broken) if every else list(exp_ids)
+    for eid in exp_ids:
+        if eid in broken:
+            if not tolerate_broken:
+                raise ExperimentError(broken[eid])
+            exps[eid] = experiment.stand_in(eid, broken[eid])
+        experiment.get(eid, exps)
+    if every:
+        exp_ids.sort(key=lambda e: experiment.catalogue_key(exps[e].data["catalogue"], e))
+    return exps, exp_ids
+
+
+def execute(command: str, exp_ids: list[str] | None, platform: str | None, quick: bool, sets: dict[str, str],
             fresh: bool = False, log=None, machine: str | None = None, root: Path | None = None,
             timeout: float | None = None) -> Run:
-    """Run the experiments and return the finished run. machine: --machine (the
-    model platform); root: the results directory (default: results.results_root())."""
+    """Run the experiments (exp_ids; None: every one) and return the finished run. machine:
+    --machine (the model platform); root: the results directory (default: results.results_root())."""
     ctx = RunContext.make(quick, sets, machine, log, timeout)
     log = ctx.log
-    exps = experiment.load_all()
-    for eid in exp_ids:
-        experiment.get(eid, exps)
+    exps, exp_ids = load(exp_ids, tolerate_broken=command != "run")
     steps = plan(exps, exp_ids, platform, strict=(command == "run"))
     validate(steps, ctx)
     plots.preload()  # the report's matplotlib, while the entries run (docs/performance.md)
@@ -151,8 +178,8 @@ def make_manifest(rd, args, exps, entries, platform_facts, finished) -> dict:
         "platforms": platform_facts,
         "python": sys.version.split()[0], "python_packages": results.python_packages(),
         "compilers": {a: _safe(build.compiler_version, a) for a in build.ARCHES},
-        "experiments": {eid: {"file": shown(exps[eid].path),
-                              "sha256": results.sha256_file(exps[eid].path)} for eid in used_exps},
+        "experiments": {eid: {"file": shown(exps[eid].path), "sha256": _safe(results.sha256_file, exps[eid].path),
+                              **({"error": exps[eid].error} if exps[eid].error else {})} for eid in used_exps},
         "binaries_sha256": {f"{e['id']}.{e['platform']}": e.get("binaries", {}) for e in entries if e.get("binaries")},
         # the exact kernel invocations, with the iteration counts each platform used
         "commands": {f"{e['id']}.{e['platform']}": [" ".join(c) for c in e.get("commands", [])] for e in entries},

@@ -50,9 +50,9 @@ def parse_factors(text: str) -> list[float]:
 
 def plan(exp_id: str, machine: str | None, params: list[str], factors: list[float]):
     """(experiment, machine, [(param, factor, value)]) with every scaled machine checked."""
-    exps = experiment.load_all()
-    exp = experiment.get(exp_id, exps)
+    exp = experiment.get(exp_id)  # (another experiment's broken file does not stop this one)
     if "model" not in exp.data.get("platforms", {}):
+        exps = experiment.load_all(broken={})
         with_model = sorted(e for e, x in exps.items() if "model" in x.data.get("platforms", {}))
         raise UsageError(f"experiment '{exp_id}' has no model platform; experiments with one: {', '.join(with_model)}")
     m = machines.load(machine or exp.platform("model")["machine"])

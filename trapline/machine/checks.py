@@ -145,7 +145,7 @@ def caches_have_whole_sets_and_grow_towards_memory(m: _Machine) -> list[str]:
 
 
 def numa_is_square_and_positive(m: _Machine) -> list[str]:
-    """numa.latency_ns has one row and one column per node, every entry above 0; interleaving
+    """numa.nodes is at least 1; numa.latency_ns has one row and one column per node, every entry above 0; interleaving
     needs a power-of-two granularity."""
     errs: list[str] = []
     numa = m.data.get("numa")
@@ -153,7 +153,9 @@ def numa_is_square_and_positive(m: _Machine) -> list[str]:
         return errs
     n = paths.unwrap(numa["nodes"])
     rows = numa["latency_ns"]
-    if len(rows) != n or any(len(row) != n for row in rows):
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        errs.append(f"numa.nodes needs to be a whole number of nodes, at least 1 (got {n!r})")
+    elif len(rows) != n or any(len(row) != n for row in rows):
         errs.append(f"numa.latency_ns needs {n} rows of {n} (one per node; numa.nodes is {n}), "
                     f"got {len(rows)} rows of {', '.join(str(len(r)) for r in rows)}")
     for i, row in enumerate(rows):
@@ -173,7 +175,8 @@ def numa_is_square_and_positive(m: _Machine) -> list[str]:
 
 
 def tlbs_have_whole_sets_and_one_page(m: _Machine) -> list[str]:
-    """Entries are a multiple of the associativity; the ITLB and DTLB share one page size."""
+    """Entries are a whole number, at least 1, and a multiple of the associativity; the ITLB
+    and DTLB share one page size."""
     errs: list[str] = []
     pages = {}
     for t in ("itlb", "dtlb", "stlb"):
@@ -182,12 +185,12 @@ def tlbs_have_whole_sets_and_one_page(m: _Machine) -> list[str]:
         at = f"tlb.{t}"
         entries, assoc = m.raw(f"{at}.entries"), m.raw(f"{at}.assoc")
         ways = entries if assoc == "full" else assoc
-        if isinstance(ways, int) and not isinstance(ways, bool) and ways >= 1 and isinstance(entries, int):
+        if not isinstance(entries, int) or isinstance(entries, bool) or entries < 1:
+            errs.append(f"{at}.entries needs to be a whole number of entries, at least 1 (got {entries!r})")
+        elif isinstance(ways, int) and not isinstance(ways, bool) and ways >= 1:
             if entries < ways or entries % ways:
                 errs.append(f"{at}.entries needs to be a multiple of its associativity "
                             f"(got {entries} entries, assoc {assoc})")
-        elif not isinstance(entries, int) or isinstance(entries, bool) or entries < 1:
-            errs.append(f"{at}.entries needs to be a whole number of entries (got {entries!r})")
         else:
             errs.append(f"{at}.assoc needs to be a whole number of ways or 'full' (got {assoc!r})")
         try:

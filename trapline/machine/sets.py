@@ -1,8 +1,9 @@
 """--set overrides: "dotted.path=value", applied once to a description.
 
 Paths may index lists ("numa.latency_ns[0][1]=150ns"); an unknown field is
-rejected naming the valid fields at that level. The value is read as YAML ("4"
-is a number, "32B" a string). A number (a field with an x-unit in the schema)
+rejected naming the valid fields at that level. The value is read as YAML, by the
+files' own reader (trapline.yamlfile: "4" and "1e30" are numbers, "32B" a string,
+and a value nested too deeply is refused). A number (a field with an x-unit in the schema)
 that is overridden gets the override as its provenance: {value, source: "--set
 <path>=<value>"}; a derived number that reads it is recomputed.
 """
@@ -18,6 +19,7 @@ import yaml
 from trapline.machine import paths, provenance, schema
 from trapline.machine.paths import PROVENANCE_KEYS, is_sourced
 from trapline.machine.units import MachineError
+from trapline.yamlfile import load_text
 
 
 def _with_value(value: Any, item: str) -> Any:
@@ -33,7 +35,9 @@ def _apply_one(data: dict, item: str) -> None:
     path = path.strip()
     keys = paths.parse_path(path)
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = load_text(raw, f"--set {path}", MachineError) if raw.strip() else ""
+    except yaml.constructor.ConstructorError as e:
+        raise MachineError(f"--set {path}: {e.problem.replace('on line 1 ', '')}") from None
     except yaml.YAMLError:
         value = raw
     cur: Any = data

@@ -54,19 +54,36 @@ def _quantity(text: Any, kind: str, units, where: str) -> tuple[float, str]:
             return 0.0, ""
         raise MachineError(f"{where}: '{text}' needs a unit; valid units: {', '.join(units)}")
     m = _QTY.match(str(text))
+    if not m and _QTY.match(str(text).strip()[1:]) and str(text).strip()[0] == "-":
+        raise MachineError(f"{where}: '{text}' is negative; a {kind} is at least 0")
     if not m:
         raise MachineError(f"{where}: '{text}' is not a {kind}; write a number and a unit "
                            f"(valid units: {', '.join(units)})")
     num, unit = float(m.group(1)), m.group(2)
     if unit not in units:
         raise MachineError(f"{where}: unknown unit '{unit}' in '{text}'; valid units: {', '.join(units)}")
-    return num, unit
+    return _finite(num, text, where), unit
+
+
+def _finite(value: Any, text: Any, where: str, base: str = "") -> Any:
+    """`value` (the number written, or it in a base unit) when it is a finite number; a
+    MachineError naming the field otherwise (1e400 is no number a float holds, and
+    1e300GHz overflows in Hz: either became inf and then an OverflowError far away)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        if math.isnan(value):
+            raise MachineError(f"{where}: '{text}' is not a number")
+        raise MachineError(f"{where}: '{text}' is too large{' in ' + base if base else ''} "
+                           f"(more than {_LARGEST:.3g}{' ' + base if base else ''}); write the machine's real figure")
+    return value
+
+
+_LARGEST = 1.7976931348623157e308
 
 
 def parse_size(text: Any, where: str = "size") -> int:
     """'32kB' -> 32768. kB = KiB = 1024 bytes (CPU manuals' convention)."""
     num, unit = _quantity(text, "size", list(SIZE_UNITS), where)
-    b = num * SIZE_UNITS.get(unit, 1)
+    b = _finite(num * SIZE_UNITS.get(unit, 1), text, where, "bytes")
     if b != int(b):
         raise MachineError(f"{where}: '{text}' is not a whole number of bytes")
     return int(b)
@@ -75,7 +92,7 @@ def parse_size(text: Any, where: str = "size") -> int:
 def parse_freq(text: Any, where: str = "clock") -> float:
     """'1.2GHz' -> 1.2e9 (Hz)."""
     num, unit = _quantity(text, "frequency", list(FREQ_UNITS), where)
-    hz = num * FREQ_UNITS.get(unit, 1.0)
+    hz = _finite(num * FREQ_UNITS.get(unit, 1.0), text, where, "Hz")
     if hz <= 0:
         raise MachineError(f"{where}: needs to be above 0 Hz (got {text})")
     return hz
@@ -86,7 +103,7 @@ def parse_time(text: Any, clock_hz: float, where: str = "time") -> float:
     num, unit = _quantity(text, "time", list(TIME_UNITS) + list(CYCLE_UNITS), where)
     if unit in CYCLE_UNITS or unit == "":
         return num
-    return num * TIME_UNITS[unit] * clock_hz
+    return _finite(num * TIME_UNITS[unit] * clock_hz, text, where, "cycles")
 
 
 def parse(path: str, kind: str, text: Any, clock_hz: float | None, provenance: dict | None = None) -> Quantity:
@@ -104,7 +121,7 @@ def parse(path: str, kind: str, text: Any, clock_hz: float | None, provenance: d
     elif kind == "ways" and text == "full":
         value = None
     elif kind in ("count", "ways", "ratio"):
-        value = text
+        value = _finite(text, text, path)
     else:
         raise MachineError(f"{path}: x-unit '{kind}' is not a kind; valid kinds: {', '.join(KINDS)}")
     return Quantity(path=path, kind=kind, value=value, text=text, provenance=dict(provenance or {}))
