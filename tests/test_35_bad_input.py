@@ -183,6 +183,28 @@ def test_results_path_problems_are_one_line(tmp_path):
         assert word in r.stderr and len(r.stderr.strip().splitlines()) == 1, (value, r.stderr)
 
 
+@pytest.mark.parametrize("case", ["proc", "proc-itself", "under-a-file", "latest-directory", "latest-file"])
+def test_a_results_directory_that_cannot_hold_a_run_is_refused_before_it(case, tmp_path):
+    """/proc, a path through a file, a `latest` that is a directory or a file: one line, exit 2,
+    before the run (no entry, no .incomplete run, no stray temporary link), no traceback."""
+    (tmp_path / "a-file").write_text("x")
+    root = {"proc": Path("/proc/trapline-results"), "proc-itself": Path("/proc"),
+            "under-a-file": tmp_path / "a-file" / "results"}.get(case, tmp_path / "results")
+    if case.startswith("latest"):
+        (root / "latest").mkdir(parents=True) if case == "latest-directory" else \
+            (root.mkdir(), (root / "latest").write_text("mine"))
+    before = sorted(p.name for p in root.iterdir()) if root.is_dir() and case.startswith("latest") else None
+    r = trapline("run", "loop-order", "--platform", "host", "--quick", env={"TRAPLINE_RESULTS": str(root)})
+    words = {"proc": ["/proc/trapline-results", "cannot hold runs"], "proc-itself": ["/proc", "cannot hold runs"],
+             "under-a-file": ["a-file", "is a file"], "latest-directory": ["latest", "is a directory", "move it"],
+             "latest-file": ["latest", "is a file", "move it"]}[case]
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and all(w in r.stderr for w in words), r.stderr
+    assert "loop-order on host" not in r.stderr  # before the run
+    if before is not None:
+        assert sorted(p.name for p in root.iterdir()) == before, list(root.iterdir())
+
+
 def test_latest_as_a_directory_and_a_damaged_run(tmp_path):
     root = tmp_path / "results"
     (root / "latest").mkdir(parents=True)

@@ -54,6 +54,18 @@ def test_finish_is_one_rename_and_updates_latest(tmp_path):
     assert not any((tmp_path / ".incomplete").iterdir())
 
 
+def test_latest_made_a_directory_during_a_run_is_one_error_and_no_stray_link(tmp_path):
+    """The run is complete either way; `latest` (made a directory by someone while the run
+    ran) is left alone, the error says where the run is, and no temporary link stays."""
+    from trapline.errors import UsageError
+    rd = results.RunDir.open({"command": "run"}, root=tmp_path)
+    (tmp_path / "latest").mkdir()
+    with pytest.raises(UsageError, match=f"complete in {tmp_path / rd.run_id}.*latest"):
+        rd.finish({"run_id": rd.run_id, "experiments": []}, {"m": 1}, {})
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([".incomplete", "latest", rd.run_id])
+    assert (tmp_path / rd.run_id / "summary.json").exists() and not any((tmp_path / "latest").iterdir())
+
+
 def test_killed_run_leaves_no_summary_and_resumes(quick_all):
     """reproduce-all --quick was SIGKILLed after its second entry (fixture)."""
     killed = quick_all["killed"]
@@ -156,3 +168,142 @@ def test_report_of_a_run_missing_an_entry_is_a_one_line_error(tmp_path):
     (final / "entries" / "loop-order.model.json").unlink()
     with pytest.raises(UsageError, match=r"missing entries/loop-order.model.json"):
         report.render(final)
+
+
+# ------------------------------------------------------------ the results directory: a full disk, for real
+
+def _in_a_tmpfs(tmp_path, size: str, body: str) -> dict:
+    """Run the Python `body` with FS naming a tmpfs of `size` mounted for it alone, in a
+    private mount namespace (`unshare --mount` as root; else `--user --map-root-user` too,
+    an unprivileged tmpfs), so that nothing stays mounted whatever happens. The body
+    prints one JSON object, returned. Skips, saying why, only where neither can mount."""
+    import subprocess
+    import sys
+    import textwrap
+    from conftest import ROOT
+    fs = tmp_path / "fs"
+    fs.mkdir()
+    script = textwrap.dedent(f"""
+        import json, os, signal, subprocess, sys, time
+        from pathlib import Path
+        ROOT, FS = {str(ROOT)!r}, Path({str(fs)!r})
+        sys.path.insert(0, ROOT)
+        m = subprocess.run(["mount", "-t", "tmpfs", "-o", "size={size}", "tmpfs", str(FS)],
+                           capture_output=True, text=True)
+        if m.returncode:
+            print("cannot mount:", m.stderr.strip())
+            sys.exit(77)
+
+        def fill():
+            '''Write zeros until the file system is full (ENOSPC for real); the filler's path.'''
+            fd = os.open(FS / "filler", os.O_WRONLY | os.O_CREAT)
+            try:
+                for chunk in (1 << 16, 1 << 12, 1):
+                    while True:
+                        try:
+                            os.write(fd, b"\\0" * chunk)
+                        except OSError:
+                            break
+            finally:
+                os.close(fd)
+            return FS / "filler"
+
+        def files(d):
+            return sorted(str(p.relative_to(d)) for p in Path(d).rglob("*")) if Path(d).exists() else []
+    """) + textwrap.dedent(body)
+    why = []
+    for pre in ([["unshare", "--mount"]] if os.geteuid() == 0 else []) + \
+            [["unshare", "--user", "--map-root-user", "--mount"]]:
+        try:
+            r = subprocess.run(pre + [sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+                               cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        except OSError as e:
+            why.append(f"{' '.join(pre)}: {e}")
+            continue
+        if r.returncode == 0:
+            return json.loads(r.stdout.strip().splitlines()[-1])
+        if r.returncode != 77 and "unshare:" not in r.stderr:
+            raise AssertionError(f"the ENOSPC scenario failed (status {r.returncode}):\n{r.stdout}\n{r.stderr}")
+        why.append(f"{' '.join(pre)}: {(r.stdout + r.stderr).strip()}")
+    pytest.skip("no tmpfs could be mounted for a real ENOSPC: " + "; ".join(why))
+
+
+def test_a_full_disk_is_one_error_and_the_run_resumes_once_there_is_space(tmp_path):
+    """Real ENOSPC on a 3 MB tmpfs: too little space for a run's size is refused before the
+    run (nothing made); a disk that fills while the state, an entry or the report is
+    written is one NoSpace naming the directory and what is left, with no temporary file,
+    no summary, nothing renamed and no `latest`; once space is freed, the same run ends."""
+    out = _in_a_tmpfs(tmp_path, "3m", """
+        from trapline import results
+        from trapline.errors import NoSpace
+        root, out = FS / "results", {}
+        try:
+            results.RunDir.open({"command": "run"}, root=root, entries=40)
+        except NoSpace as e:
+            out["precheck"] = str(e)
+        out["after_precheck"] = files(FS)
+        rd = results.RunDir.open({"command": "run"}, root=root, entries=0)
+        filler = fill()
+        entry = {"id": "e", "platform": "host", "status": "reproduced"}
+        for step, call in (("save", lambda: rd.save_entry(entry, "raw " * 5000)),
+                           ("finish", lambda: rd.finish({"run_id": rd.run_id}, {"m": 1}, {"report.md": "# r" * 9000}))):
+            try:
+                call()
+                out[step] = None
+            except NoSpace as e:
+                out[step] = str(e)
+            out[f"after_{step}"] = files(root)
+        filler.unlink()
+        rd.save_entry(entry, "raw " * 5000)
+        final = rd.finish({"run_id": rd.run_id}, {"m": 1}, {"report.md": "# r" * 9000})
+        out["run_dir"], out["latest"], out["final"] = str(rd.path), os.readlink(root / "latest"), files(root)
+        print(json.dumps(out))
+    """)
+    assert "no space for the run" in out["precheck"] and "free" in out["precheck"] and "needs about 42 MB" \
+        in out["precheck"], out["precheck"]
+    assert out["after_precheck"] == [], out["after_precheck"]
+    run = out["run_dir"]
+    for step in ("save", "finish"):
+        msg = out[step]
+        assert msg and msg.startswith("no space left in ") and " free" in msg and "resumes" in msg, (step, msg)
+        assert "\n" not in msg and run in msg, (step, msg)
+        left = out[f"after_{step}"]
+        assert not [f for f in left if os.path.basename(f).startswith(".") and f != ".incomplete"], left
+        assert not [f for f in left if f.endswith("summary.json") or f.startswith("latest") or
+                    not f.startswith(".incomplete")], left
+        assert any(f.endswith("state.json") for f in left), left  # the run can resume
+    assert "needs" not in out["save"] or "(" in out["save"]
+    name = os.path.basename(run)
+    assert out["latest"] == name and f"{name}/summary.json" in out["final"] and f"{name}/entries/e.host.json" in \
+        out["final"], out["final"]
+
+
+def test_a_disk_that_fills_during_a_run_is_one_line_and_the_rerun_resumes(tmp_path):
+    """The CLI on a real ENOSPC: the disk fills while `run` runs (the harness is stopped
+    once its run exists, the tmpfs filled, the harness let go): one line, exit 1, no
+    traceback, nothing finished; the same command after freeing space resumes the run."""
+    out = _in_a_tmpfs(tmp_path, "8m", """
+        root = FS / "results"
+        env = dict(os.environ, PYTHONPATH=ROOT, TRAPLINE_RESULTS=str(root))
+        argv = [sys.executable, "-m", "trapline", "run", "loop-order", "--platform", "host", "--quick"]
+        p = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not list(root.glob(".incomplete/*/state.json")):
+            time.sleep(0.002)
+        os.kill(p.pid, signal.SIGSTOP)
+        filler = fill()
+        os.kill(p.pid, signal.SIGCONT)
+        _, err = p.communicate(timeout=300)
+        out = {"rc": p.returncode, "err": err, "after": files(root)}
+        filler.unlink()
+        r = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        out.update(rc2=r.returncode, err2=r.stderr, final=files(root))
+        print(json.dumps(out))
+    """)
+    lines = out["err"].strip().splitlines()
+    assert out["rc"] == 1 and "Traceback" not in out["err"], out["err"]
+    assert lines[-1].startswith("trapline: failed: no space left in ") and "free" in lines[-1], lines
+    assert not [ln for ln in lines[:-1] if not ln.startswith("[")], lines  # progress lines, then the one error
+    assert not [f for f in out["after"] if not f.startswith(".incomplete")], out["after"]  # no run finished
+    assert out["rc2"] == 0 and "resuming run" in out["err2"], out["err2"]
+    assert "latest" in out["final"]

@@ -37,4 +37,10 @@ class ExperimentError(UsageError):
 
 
 class RunFailed(Exception):
-    """A kernel or guest failed at run time (crash, timeout, bad output)."""
+    """A kernel or guest failed at run time (crash, timeout, bad output). Exit status 1."""
+
+
+class NoSpace(RunFailed):
+    """A full file system (ENOSPC, EDQUOT) where a run writes, or too little space for it
+    before it starts: one line naming the directory and the space needed or left. Exit 1;
+    the run claims nothing and the same command resumes it (trapline/results.py)."""

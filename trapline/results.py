@@ -13,40 +13,137 @@ summary.json is written only after every entry (into .incomplete/<run-id>/, wher
 the report is then drawn from it); the finished directory appears by one
 rename(2), so no reader ever sees a run that claims completion and is not
 complete. Files and directories get the user's umask (0644 and 0755 under 022).
+
+Before a run starts, `RunDir.open` checks that the results directory can hold it
+(`check_root`: a directory, writable, `latest` the link trapline writes, and the
+space a run of its size needs: `space_needed`): one line, exit 2 for a path that
+cannot hold runs, exit 1 (`NoSpace`) for too little space. A full disk met while
+writing (ENOSPC, EDQUOT) is the same one line naming the directory and the space
+left; the run stays in .incomplete/, claims nothing, and the same command resumes it
+once there is space.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
+from trapline.errors import NoSpace, UsageError
+
 ROOT = Path(__file__).resolve().parent.parent
+FULL = (errno.ENOSPC, errno.EDQUOT)  # a full file system, or the user's quota on it
+# What a run writes, measured (docs/performance.md): the report and the manifest, and per
+# entry its JSON, its raw log and its plot; about twice each, as the run's largest so far.
+RUN_BYTES = 2 << 20
+ENTRY_BYTES = 1 << 20
 
 
 def results_root() -> Path:
     """Where runs go: $TRAPLINE_RESULTS, else results/ in the clone. Checked here, so
     a path that cannot hold runs is one clear error before any work."""
-    from trapline.errors import UsageError
     env = os.environ.get("TRAPLINE_RESULTS")
     if env is not None and not env.strip():
         raise UsageError("TRAPLINE_RESULTS is set but empty; unset it (results/ in the clone) or name a directory")
     root = Path(env) if env else ROOT / "results"
-    what = "TRAPLINE_RESULTS" if env else "the results directory"
-    if root.exists() and not root.is_dir():
-        raise UsageError(f"{what} ({root}) is a file, not a directory; name a directory for the runs")
-    probe = root
-    while not probe.exists():
+    _is_a_place(root, _what(root))
+    return root
+
+
+def _what(root: Path) -> str:
+    env = os.environ.get("TRAPLINE_RESULTS")
+    return "TRAPLINE_RESULTS" if env and Path(env) == Path(root) else "the results directory"
+
+
+def _is_a_place(root: Path, what: str) -> None:
+    """root is a directory, or can be made one: no part of its path is a file, and the
+    nearest existing part is writable."""
+    probe = Path(root)
+    while not probe.exists() and not probe.is_symlink():
         probe = probe.parent
+    if probe == Path(root) and not probe.is_dir():
+        raise UsageError(f"{what} ({root}) is a file, not a directory; name a directory for the runs")
+    if not probe.is_dir():
+        raise UsageError(f"{what} ({root}) cannot be made: {probe} is a file, not a directory; "
+                         "name a directory for the runs")
     if not os.access(probe, os.W_OK | os.X_OK):
         raise UsageError(f"{what} ({root}) cannot be written (no write permission on {probe}); "
                          "name a writable directory")
-    return root
+
+
+def free_bytes(path: Path) -> int | None:
+    """Bytes the user may still write on the file system of `path` (its nearest existing
+    part), or None where that cannot be asked (or it has no storage at all: /proc)."""
+    p = Path(path)
+    while not p.exists():
+        p = p.parent
+    try:
+        st = os.statvfs(p)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize if st.f_blocks else None
+
+
+def size(n: float | None) -> str:
+    """1536 -> '1.5 kB' (kB = 1024 bytes, as elsewhere in trapline)."""
+    if n is None:
+        return "an unknown amount"
+    for unit, mult in (("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10)):
+        if n >= mult:
+            return f"{n / mult:.3g} {unit}"
+    return f"{int(n)} bytes"
+
+
+def space_needed(entries: int) -> int:
+    """What a run of `entries` entries writes, at most (RUN_BYTES, ENTRY_BYTES)."""
+    return RUN_BYTES + ENTRY_BYTES * entries
+
+
+def no_space(path: Path, needed: int | None = None, what: str = "") -> NoSpace:
+    """The one-line error for a full file system at `path`: the directory, what was being
+    written and how much it needed, and what is left; nothing was claimed complete."""
+    d = Path(path) if Path(path).is_dir() else Path(path).parent
+    free = free_bytes(d)
+    need = f" ({size(needed)})" if needed is not None else ""
+    return NoSpace(f"no space left in {d}: writing {what or Path(path).name}{need} failed with "
+                   f"{size(free)} free; free some space and rerun the same command (the run resumes)")
+
+
+def check_root(root: Path, entries: int = 0) -> None:
+    """Before a run: `root` can hold it. A directory it can make and write (UsageError,
+    exit 2, naming the path and why), whose `latest` is the link trapline writes (not a
+    directory or file of someone else's), with the space a run of `entries` entries
+    needs (NoSpace, exit 1, naming what is needed and what is left)."""
+    what = _what(root)
+    _is_a_place(root, what)
+    latest = Path(root) / "latest"
+    if latest.exists() and not latest.is_symlink():
+        kind = "a directory" if latest.is_dir() else "a file"
+        raise UsageError(f"{latest} is {kind}, not the link to the newest run that trapline writes; "
+                         "move it away (trapline replaces it after every run)")
+    need, free = space_needed(entries), free_bytes(root)
+    if free is not None and free < need:
+        raise NoSpace(f"no space for the run in {root}: {size(free)} free, and a run of {entries} "
+                      f"entr{'y' if entries == 1 else 'ies'} needs about {size(need)}; free some space or name "
+                      "another directory (TRAPLINE_RESULTS)")
+    inc = Path(root) / ".incomplete"
+    try:
+        inc.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".probe.", dir=inc)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        if e.errno in FULL:
+            raise no_space(inc, need, "the run's first file") from None
+        raise UsageError(f"{what} ({root}) cannot hold runs: creating {e.filename or inc} failed ({e.strerror}); "
+                         "name a writable directory") from None
 
 
 def _umask() -> int:
@@ -68,18 +165,26 @@ def atomic_write(path: Path, data: str | bytes) -> None:
     file, never a part. The file gets the mode open(2) would give it (0666 less the umask),
     not mkstemp's 0600."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    blob = data.encode() if isinstance(data, str) else data
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    except OSError as e:
+        if e.errno in FULL:
+            raise no_space(path, len(blob)) from None
+        raise
     try:
         os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
-            f.write(data.encode() if isinstance(data, str) else data)
+            f.write(blob)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.errno in FULL:
+            raise no_space(path, len(blob)) from None
         raise
 
 
@@ -125,8 +230,12 @@ class RunDir:
         return f
 
     @classmethod
-    def open(cls, args: dict, fresh: bool = False, root: Path | None = None) -> "RunDir":
+    def open(cls, args: dict, fresh: bool = False, root: Path | None = None, entries: int = 0) -> "RunDir":
+        """The run for `args`: an interrupted one with the same arguments (resumed), else a
+        new one. The results directory is checked first (`check_root`, with the space a
+        run of `entries` entries needs); a new run that cannot be written is removed."""
         root = root or results_root()
+        check_root(root, entries)
         inc = root / ".incomplete"
         if not fresh and inc.exists():
             for st in sorted(inc.glob("*/state.json"), reverse=True):
@@ -160,10 +269,20 @@ class RunDir:
                     break
                 except FileExistsError:
                     pass
+                except OSError as e:
+                    if e.errno in FULL:
+                        raise no_space(inc, space_needed(entries), "the run's directory") from None
+                    raise
             n += 1
-        lock = cls._take(path)  # before state.json: no other process can see the run unowned
         state = {"run_id": run_id, "args": args, "started": now.isoformat()}
-        atomic_json(path / "state.json", state)
+        try:
+            lock = cls._take(path)  # before state.json: no other process can see the run unowned
+            atomic_json(path / "state.json", state)
+        except BaseException as e:
+            shutil.rmtree(path, ignore_errors=True)  # no run without its state (a full disk, Ctrl-C)
+            if isinstance(e, OSError) and e.errno in FULL:
+                raise no_space(path / "state.json") from None
+            raise
         return cls(path, run_id, state, resumed=False, lock=lock)
 
     def entry_path(self, exp_id: str, platform: str) -> Path:
@@ -202,16 +321,26 @@ class RunDir:
 
 
 def set_latest(root: Path, run_id: str) -> None:
+    """Point root/latest at run_id (a new link renamed over the old one). The run is
+    complete either way: when `latest` cannot be replaced (someone made it a directory
+    while the run ran, or the disk filled), one line says so and no temporary link stays."""
     link = root / "latest"
     tmp = root / f".latest.{os.getpid()}"
-    if tmp.is_symlink() or tmp.exists():
-        tmp.unlink()
-    os.symlink(run_id, tmp)
-    os.replace(tmp, link)
+    try:
+        if tmp.is_symlink() or tmp.exists():
+            tmp.unlink()
+        os.symlink(run_id, tmp)
+        os.replace(tmp, link)
+    except OSError as e:
+        if tmp.is_symlink():
+            tmp.unlink()
+        where = f"the run is complete in {root / run_id}, but {link} was not updated"
+        if e.errno in FULL:
+            raise NoSpace(f"{where}: no space left in {root} ({size(free_bytes(root))} free)") from None
+        raise UsageError(f"{where}: {e.strerror}{' (it is a directory, not the link trapline writes; move it away)' if link.is_dir() and not link.is_symlink() else ''}") from None
 
 
 def find_run(run_id: str | None, root: Path | None = None) -> Path:
-    from trapline.errors import UsageError
     root = root or results_root()
     runs = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.is_symlink()
                   and (p / "summary.json").exists()) if root.exists() else []
@@ -263,7 +392,6 @@ def python_packages() -> dict:
 
 def read_json(path: Path) -> Any:
     """A run's JSON file, or one UsageError naming it when it is missing or damaged."""
-    from trapline.errors import UsageError
     try:
         return json.loads(Path(path).read_text())
     except FileNotFoundError:

@@ -130,7 +130,7 @@ def execute(command: str, exp_ids: list[str] | None, platform: str | None, quick
     args = {"command": command, "experiment": exp_ids[0] if command == "run" else None,
             "experiments": exp_ids, "platform": platform, "quick": quick, "sets": sets, "machine": machine, "timeout": timeout,
             "commit": results.git_info()["describe"]}
-    rd = results.RunDir.open(args, fresh=fresh, root=root)
+    rd = results.RunDir.open(args, fresh=fresh, root=root, entries=len(steps))
     if rd.resumed:
         n = sum(1 for e, p, _ in steps if rd.done(e.id, p))
         log(f"resuming run {rd.run_id}: {n} of {len(steps)} entries already done")
