@@ -1,8 +1,13 @@
 """The host platform's process handling: a hung kernel is killed at its
-timeout (with its children) and the error carries the tail of its output."""
+timeout (with its children) and the error carries the tail of its output; and
+the host's facts that decide what a figure measures (split-lock handling)."""
 
+import json
 import time
 
+import pytest
+
+from trapline import hostfacts
 from trapline.platforms import host
 
 
@@ -39,3 +44,60 @@ def test_process_without_its_marker_line_is_killed_early():
     status, out, err = host.run_command(["sh", "-c", "echo 'TLG init x'; sleep 1.5; echo done"], timeout=60,
                                         marker="TLG init", marker_timeout=0.5)
     assert status == 0 and "done" in out
+
+
+_CPU = "processor\t: 0\nflags\t\t: fpu sse2 {}\n"
+SPLIT_LOCK = [  # (case, extra CPU flags, split_lock_mitigate, kernel command line, handling, contrast)
+    ("vm-no-flags", "", "1\n", "quiet", "none", False),
+    ("intel-default", "split_lock_detect", "1\n", "quiet", "trapped and throttled", True),
+    ("intel-no-mitigate", "split_lock_detect", "0\n", "quiet", "trapped", False),
+    ("intel-off", "split_lock_detect", "1\n", "split_lock_detect=off", "none", False),
+    ("intel-fatal", "split_lock_detect bus_lock_detect", "1\n", "split_lock_detect=fatal", "fatal", True),
+    ("bus-lock-only", "bus_lock_detect", "1\n", "", "debug trap after each bus lock", True),
+    ("bus-lock-ratelimit", "bus_lock_detect", "1\n", "split_lock_detect=ratelimit:10", "rate-limited", True),
+    ("sld-ratelimit", "split_lock_detect", "1\n", "split_lock_detect=ratelimit:10", "none", False),
+]
+
+
+@pytest.mark.parametrize("case,flags,mitigate,cmdline,handling,contrast", SPLIT_LOCK, ids=[c[0] for c in SPLIT_LOCK])
+def test_split_lock_handling_is_read_from_the_hosts_flags_sysctl_and_command_line(
+        case, flags, mitigate, cmdline, handling, contrast):
+    f = hostfacts.split_lock(_CPU.format(flags), mitigate, cmdline)
+    assert f["handling"] == handling, f
+    assert bool(f.get("contrast")) == contrast, f
+    assert f["measures"], f  # the note always says what the figure is
+    if contrast:
+        assert "kernel" in f["measures"] or "SIGBUS" in f["measures"], f
+
+
+def test_this_hosts_split_lock_facts_are_read_without_changing_them():
+    before = hostfacts.SPLIT_LOCK_MITIGATE.read_text() if hostfacts.SPLIT_LOCK_MITIGATE.exists() else None
+    f = hostfacts.split_lock()
+    assert f["handling"] in {c[4] for c in SPLIT_LOCK}, f
+    assert f["cpu_flag_split_lock_detect"] == ("split_lock_detect" in hostfacts.CPUINFO.read_text().split())
+    after = hostfacts.SPLIT_LOCK_MITIGATE.read_text() if hostfacts.SPLIT_LOCK_MITIGATE.exists() else None
+    assert before == after
+
+
+def test_a_host_that_throttles_split_locks_makes_e3_contrast_in_entry_manifest_and_report(tmp_path, monkeypatch):
+    """E3's host lane, run for real on this host, with the split-lock facts of a host that
+    traps and throttles them (injected): the figure stays, the status is not-applicable,
+    the note and the claim matrix say what the figure measures, the manifest records it."""
+    from trapline import runner
+    facts = {"cpuinfo": _CPU.format("split_lock_detect"), "mitigate": "1\n", "cmdline": "quiet\n"}
+    for name, text in facts.items():
+        (tmp_path / name).write_text(text)
+    monkeypatch.setattr(hostfacts, "CPUINFO", tmp_path / "cpuinfo")
+    monkeypatch.setattr(hostfacts, "SPLIT_LOCK_MITIGATE", tmp_path / "mitigate")
+    monkeypatch.setattr(hostfacts, "CMDLINE", tmp_path / "cmdline")
+    run = runner.execute("run", ["x86-split-lock"], "host", True, {}, log=lambda m: None, root=tmp_path / "results")
+    e = run.entry("x86-split-lock", "host")
+    assert e["status"] == "not-applicable" and e["reproduced"] > 1, e
+    assert "throttles the process on purpose" in e["note"] and "not the bus lock the claim is about" in e["note"]
+    assert e["platform_facts"]["host"]["split_lock"]["handling"] == "trapped and throttled"
+    manifest = json.loads((run.path / "manifest.json").read_text())
+    assert manifest["platforms"]["host"]["split_lock"]["split_lock_mitigate"] == 1
+    md = (run.path / "report.md").read_text()
+    cell = next(line for line in md.splitlines() if line.startswith("| E3 |"))
+    assert "not-applicable: split locks trapped and throttled by Linux" in cell, cell
+    assert "split locks: trapped and throttled" in md

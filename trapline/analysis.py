@@ -222,8 +222,12 @@ def fmt(v: float | None) -> str:
     return f"{v:.2g}"
 
 
-def judge(spec: dict, headline: dict, out: KernelOutput | None, error: str | None) -> dict:
-    """Turn one platform's output into a summary entry (without id/platform)."""
+def judge(spec: dict, headline: dict, out: KernelOutput | None, error: str | None,
+          contrast: str | None = None) -> dict:
+    """Turn one platform's output into a summary entry (without id/platform). contrast: why
+    this run's figure cannot show the claimed effect, found at run time (a host whose Linux
+    traps split locks: trapline/hostfacts.py); like the experiment's own `contrast`, the
+    figure is then shown beside the claim and the status is not-applicable."""
     name = spec.get("headline", {}).get("name", headline["name"])
     claimed = spec.get("headline", {}).get("claimed", headline.get("claimed"))
     unit = spec.get("headline", {}).get("unit", headline["unit"])
@@ -268,8 +272,9 @@ def judge(spec: dict, headline: dict, out: KernelOutput | None, error: str | Non
     if bad:
         entry.update(status="failed", note="functional check failed: " + "; ".join(f"{c['name']}: {c['detail']}" for c in bad))
         return entry
-    if "contrast" in spec:
-        entry.update(status="not-applicable", note="contrast only: " + " ".join(spec["contrast"].split()))
+    contrast = spec.get("contrast") or contrast
+    if contrast:
+        entry.update(status="not-applicable", note="contrast only: " + " ".join(contrast.split()))
         return entry
     rif = spec["reproduced_if"]
     ok = ("min" not in rif or value >= rif["min"]) and ("max" not in rif or value <= rif["max"])

@@ -111,4 +111,6 @@ def build(exp, platform: str, judged: dict, plat_cls=None, prun=None) -> Entry:
                                                               prun.binaries, prun.facts)
         e.rests_on = prun.facts.get("rests_on", e.rests_on)
         e.note += provenance_note(e.catalogue, prun.facts)
+        if prun.facts.get("measures"):  # what the host made the figure measure (trapline/hostfacts.py)
+            e.note += f" This host: {prun.facts['measures']}"
     return e

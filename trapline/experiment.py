@@ -131,6 +131,15 @@ def _semantic_checks(exp_id: str, path: Path, data: dict) -> list[str]:
         if not p.get("runs"):
             errs.append(f"{at}: needs 'runs' (or 'not_applicable' with a reason)")
             continue
+        if "host_facts" in p:
+            from trapline import hostfacts
+            for i, n in enumerate(p["host_facts"]):
+                if pname != "host":
+                    errs.append(f"{at}.host_facts: only the host lane reads the host's facts")
+                    break
+                if n not in hostfacts.FACTS:
+                    errs.append(f"{at}.host_facts[{i}]: '{n}' is not a host fact; valid choices: "
+                                f"{', '.join(hostfacts.names())}")
         if pname in ("qemu", "model") and "arch" not in p:
             errs.append(f"{at}: needs 'arch' (the guest: x86_64, sparc64 or armv6)")
         if "headline" not in p:

@@ -12,7 +12,7 @@ import platform as pyplatform
 import time
 from pathlib import Path
 
-from trapline import build, kernelio
+from trapline import build, hostfacts, kernelio
 from trapline.proc import CONSOLE_TAIL_LINES, run_command, tail  # noqa: F401 (re-exported)
 from trapline.platforms.base import Platform, PlatformRun, check_kernel_sets, kernel_args
 
@@ -42,7 +42,7 @@ class HostPlatform(Platform):
         build_dir = self.ctx.builds.get(self.arch)
         return {"cpu": cpu_model(), "cores": os.cpu_count(), "kernel": f"{u.sysname} {u.release}",
                 "machine": u.machine, "compiler": build.compiler_version(self.arch),
-                "kernel_build": build_dir.name if build_dir else None}
+                "kernel_build": build_dir.name if build_dir else None, **hostfacts.describe()}
 
     def validate(self, exp) -> None:
         check_kernel_sets(self.ctx, exp, self.name, self.ctx.sets)
@@ -58,6 +58,7 @@ class HostPlatform(Platform):
         raw, commands = [], []
         hashes = {p: h for p, h in build.binary_hashes(bindir).items()}
         runs = spec.get("runs", [])
+        facts = hostfacts.for_lane(spec.get("host_facts", []))  # what this host makes the figure measure
         for i, r in enumerate(runs):
             binary = bindir / r["binary"]
             cmd = [str(binary)] + kernel_args(ctx, exp, r, ctx.sets)
@@ -70,10 +71,11 @@ class HostPlatform(Platform):
             if status is None:
                 return PlatformRun(output, "\n".join(raw), commands,
                                    error=f"{shown} timed out after {timeout} s and was killed; last output:\n"
-                                         f"{tail(out + err)}", binaries=hashes, seconds=time.monotonic() - t0)
+                                         f"{tail(out + err)}", binaries=hashes, seconds=time.monotonic() - t0, facts=facts)
             if status != 0:
                 return PlatformRun(output, "\n".join(raw), commands,
                                    error=f"{shown} exited with status {status}; last output:\n{tail(out + err)}",
-                                   binaries=hashes, seconds=time.monotonic() - t0)
+                                   binaries=hashes, seconds=time.monotonic() - t0, facts=facts)
             output.extend(kernelio.parse(out))
-        return PlatformRun(output, "\n".join(raw), commands, binaries=hashes, seconds=time.monotonic() - t0)
+        return PlatformRun(output, "\n".join(raw), commands, binaries=hashes, seconds=time.monotonic() - t0,
+                           facts=facts)

@@ -98,7 +98,8 @@ def anchor(e: Entry) -> str:
 
 
 def matrix_cell(e: Entry) -> Cell:
-    """The reproduced figure and its platform, its ratio to the claim, the status."""
+    """The reproduced figure and its platform, its ratio to the claim, the status, and what the
+    platform made the figure measure where it changed that (a host that throttles split locks)."""
     if e.reproduced is None:
         text = f"- [{e.label}]; {e.status}"
     else:
@@ -106,6 +107,8 @@ def matrix_cell(e: Entry) -> Cell:
                  if e.ratio_to_claim else "no claimed figure")
         rests = f" ({e.rests_on})" if e.rests_on else ""
         text = f"{unit(e.reproduced, e.unit)} [{e.label}{rests}]; {ratio}; {e.status}"
+    if e.platform_facts.get("caveat"):  # the platform changed what the figure measures (the note says how)
+        text += f": {e.platform_facts['caveat']}"
     return Cell(text, status=e.status, link=anchor(e))
 
 
@@ -200,8 +203,11 @@ def platform_lines(manifest: dict) -> list[str]:
         if not f:
             continue
         if name == "host":
+            sl = f.get("split_lock") or {}
             out.append(f"host: {f.get('cpu', '?')}, {f.get('cores', '?')} cores, {f.get('kernel', '?')}, "
-                       f"{f.get('compiler', '?')}")
+                       f"{f.get('compiler', '?')}" +
+                       (f"; split locks: {sl.get('handling')} (split_lock_detect {sl.get('split_lock_detect')}, "
+                        f"split_lock_mitigate {sl.get('split_lock_mitigate')})" if sl else ""))
         elif name == "qemu":
             out += [_guest_line(f"QEMU-functional ({arch})", a) for arch, a in sorted(f.items())]
         elif name == "model":
