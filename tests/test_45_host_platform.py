@@ -100,4 +100,52 @@ def test_a_host_that_throttles_split_locks_makes_e3_contrast_in_entry_manifest_a
     md = (run.path / "report.md").read_text()
     cell = next(line for line in md.splitlines() if line.startswith("| E3 |"))
     assert "not-applicable: split locks trapped and throttled by Linux" in cell, cell
-    assert "split locks: trapped and throttled" in md
+    assert '"handling": "trapped and throttled"' in md  # the manifest, as the report prints it
+
+
+# ------------------------------------------------------------ long lanes: samples as they come, out of time
+
+def _sample(ns: int) -> str:
+    return f"TL exp=x kind=sample variant=v rep=0 ops=1 ns={ns}\n"
+
+
+def test_sample_watch_stops_before_a_sample_that_cannot_end_in_time_and_logs_slow_ones():
+    from trapline.kernelio import SampleWatch
+    now = [0.0]
+    logged = []
+    w = SampleWatch("k/k a=1", limit=35, log=logged.append, clock=lambda: now[0])
+    assert not w.stop() and w.next_sample_s() is None  # nothing measured yet: no reason to stop
+    for t in (10, 20, 30):  # a sample every 10 s (the first one's own time is 9 s)
+        now[0] = t
+        w.line(_sample(9_000_000_000))
+        if t < 30:
+            assert not w.stop(), t  # 20 + 10 <= 35: the next one ends in time
+    assert w.stop() and w.stopped_early  # 30 + 10 > 35: stopped now, not killed at 35 s
+    assert len(logged) == 3 and "sample 3 (v): 9.0 s, 30 s of 35 s" in logged[-1], logged
+    assert "stopped after 3 samples" in w.note() and "35 s limit" in w.note()
+
+
+def test_a_command_is_stopped_when_its_next_sample_would_pass_the_limit(tmp_path):
+    from trapline.kernelio import SampleWatch, parse
+    script = "for i in 1 2 3 4 5 6 7 8; do sleep 0.6; echo 'TL exp=x kind=sample variant=v rep=0 ops=1 ns=600000000'; done"
+    w = SampleWatch("sh", limit=2.2, log=None)
+    t0 = time.monotonic()
+    status, out, err = host.run_command(["sh", "-c", script], timeout=2.2, on_line=w.line, stop=w.stop)
+    took = time.monotonic() - t0
+    assert status is None and w.stopped_early
+    assert len(parse(out).samples) == 3 and took < 2.2, (out, took)  # the 4th would have ended at 2.4 s
+
+
+def test_a_host_lane_that_runs_out_of_time_reports_its_samples_with_a_note(tmp_path):
+    """loop-order with far more repetitions than fit its --timeout: each command is stopped
+    with the samples it took; the entry is judged on them (not failed with nothing) and
+    its note says so."""
+    from conftest import trapline
+    root = tmp_path / "results"
+    r = trapline("run", "loop-order", "--platform", "host", "--quick", "--set", "reps=1000000", "--timeout", "2",
+                 env={"TRAPLINE_RESULTS": str(root)}, timeout=120)
+    assert r.returncode == 0, r.stderr
+    e = json.loads((root / "latest" / "entries" / "loop-order.host.json").read_text())
+    assert e["status"] in ("reproduced", "differs") and e["reproduced"], e
+    assert e["note"].count("the figures use the samples it took") == 2, e["note"]
+    assert all(g["n"] >= 1 for g in e["groups"]) and len(e["groups"]) == 2, e["groups"]

@@ -113,4 +113,6 @@ def build(exp, platform: str, judged: dict, plat_cls=None, prun=None) -> Entry:
         e.note += provenance_note(e.catalogue, prun.facts)
         if prun.facts.get("measures"):  # what the host made the figure measure (trapline/hostfacts.py)
             e.note += f" This host: {prun.facts['measures']}"
+        for note in prun.facts.get("notes", []):  # e.g. a command that ran out of time (kernelio.SampleWatch)
+            e.note += f" {note}"
     return e

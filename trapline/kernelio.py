@@ -7,6 +7,7 @@ Everything else on the output is ignored.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 # Keys of a sample line that describe the measurement, not the group it belongs to.
@@ -80,3 +81,60 @@ def group_key(sample: dict) -> tuple:
     """Samples of the same variant with the same parameters form one group."""
     params = tuple(sorted((k, v) for k, v in sample.items() if k not in SAMPLE_KEYS))
     return (sample.get("variant", ""),) + params
+
+
+class SampleWatch:
+    """A kernel's samples as they arrive, for a command that runs under a time limit
+    (host lanes): each is counted (and logged when samples are slow, so a long lane
+    shows progress), the time the next one will take is estimated from those measured
+    (the longest gap between two sample lines, or the first sample's own time), and
+    `stop()` says when the next cannot end before the limit: the command is then
+    stopped at once with the samples it has, rather than killed at the limit with a
+    sample half done. `note()` says, for the entry, what a command that ran out of
+    time reports. For on_line= and stop= of proc.run_command."""
+
+    LOG_EVERY_S = 5.0   # a sample line is logged when this long has passed since the last log
+
+    def __init__(self, label: str, limit: float, log=None, clock=time.monotonic):
+        self.label, self.limit, self.log, self.clock = label, limit, log, clock
+        self.t0 = self.last_log = clock()
+        self.arrivals: list[float] = []
+        self.first_ns: int | None = None
+        self.stopped_early = False
+
+    def line(self, line: str) -> None:
+        rec = parse_line(line.rstrip("\r\n"))
+        if rec is None or rec["kind"] != "sample" or not isinstance(rec.get("ns"), int):
+            return
+        now = self.clock()
+        self.arrivals.append(now)
+        if self.first_ns is None:
+            self.first_ns = rec["ns"]
+        if self.log and now - self.last_log >= self.LOG_EVERY_S:
+            self.last_log = now
+            self.log(f"    sample {len(self.arrivals)} ({rec.get('variant', '')}): {rec['ns'] / 1e9:.1f} s, "
+                     f"{now - self.t0:.0f} s of {self.limit:.0f} s")
+
+    def next_sample_s(self) -> float | None:
+        """The time the next sample is expected to take (None before the first)."""
+        if not self.arrivals:
+            return None
+        gaps = [b - a for a, b in zip(self.arrivals, self.arrivals[1:])]
+        return max(gaps[-3:] + [self.first_ns / 1e9])
+
+    def stop(self) -> bool:
+        """True once the next sample would end after the limit (then it is not started)."""
+        nxt = self.next_sample_s()
+        if nxt is not None and self.arrivals[-1] + nxt > self.t0 + self.limit:
+            self.stopped_early = True  # the sample under way began at the last arrival
+        return self.stopped_early
+
+    def note(self) -> str:
+        """For the entry: the command ran out of time and what it reports."""
+        n = len(self.arrivals)
+        each = f"each took about {self.next_sample_s():.0f} s" if n else "none arrived"
+        if self.stopped_early:
+            return (f"{self.label} was stopped after {n} sample{'s' if n != 1 else ''} ({each}): another would "
+                    f"have ended after its {self.limit:.0f} s limit; the figures use the samples it took.")
+        return (f"{self.label} ran out of time ({self.limit:.0f} s) after {n} sample{'s' if n != 1 else ''} "
+                f"({each}); the figures use the samples it took.")

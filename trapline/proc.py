@@ -65,13 +65,15 @@ def with_parent_death(cmd: list[str], cwd: Path | None = None, env: dict | None 
 def run_command(cmd: list[str], timeout: float, cwd: Path | None = None, log=None,
                 progress_every: float = 15.0, env: dict | None = None,
                 on_line=None, marker: str | None = None,
-                marker_timeout: float | None = None) -> tuple[int | None, str, str]:
+                marker_timeout: float | None = None, stop=None) -> tuple[int | None, str, str]:
     """Run cmd in its own process group; on timeout kill the whole group.
     While it runs, log a progress line every progress_every seconds with the
     number of samples printed so far; on_line(line) sees each stdout line as it
     arrives. With marker and marker_timeout, a process whose stdout has no line
     starting with marker by then is killed too (a guest that never reaches its
-    init). Returns (exit status or None on timeout, stdout, stderr)."""
+    init). stop(): polled while it runs; True kills it as a timeout does (a caller
+    that sees the next sample cannot end in time: kernelio.SampleWatch). Returns
+    (exit status or None on timeout or stop, stdout, stderr)."""
     proc = subprocess.Popen(with_parent_death(cmd, cwd, env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, errors="replace", cwd=cwd, start_new_session=True, env=env)
     chunks: dict[str, list[str]] = {"out": [], "err": []}
@@ -105,7 +107,7 @@ def run_command(cmd: list[str], timeout: float, cwd: Path | None = None, log=Non
                 raise
             now = time.monotonic()
             late = marker_timeout is not None and not seen["marker"] and now - t0 > marker_timeout
-            if now - t0 > timeout or late:
+            if now - t0 > timeout or late or (stop is not None and stop()):
                 try:
                     os.killpg(proc.pid, signal.SIGKILL)
                 except ProcessLookupError:

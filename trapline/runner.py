@@ -43,8 +43,7 @@ def plan(exps: dict, exp_ids: list[str], platform: str | None, strict: bool = Tr
         if platform:
             platforms.check(platform)  # raises for unknown/planned platforms
         if exp.error:  # a file that does not validate (reproduce-all): a failed entry per lane it names
-            out += [(exp, p, None) for p in ([platform] if platform else
-                                             [p for p in listed if p in platforms.PLATFORMS] or ["host"])]
+            out += [(exp, p, None) for p in ([platform] if platform else listed)]
             continue
         if platform:
             if platform not in listed and not strict:

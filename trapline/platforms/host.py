@@ -66,8 +66,15 @@ class HostPlatform(Platform):
             commands.append([f"{exp.kernel}/{r['binary']}"] + cmd[1:])
             log(f"{exp.id} [{i + 1}/{len(runs)}] {shown}")
             timeout = ctx.timeout_for(r.get("timeout_s", QUICK_TIMEOUT_S if ctx.quick else DEFAULT_TIMEOUT_S))
-            status, out, err = run_command(cmd, timeout, cwd=binary.parent, log=log)
+            watch = kernelio.SampleWatch(shown, timeout, log)  # samples as they come; stops one that cannot end
+            status, out, err = run_command(cmd, timeout, cwd=binary.parent, log=log, on_line=watch.line,
+                                           stop=watch.stop)
             raw.append(f"$ {shown}\n{out}{err}")
+            if status is None and watch.arrivals:  # out of time: the samples it took are reported
+                output.extend(kernelio.parse(out))
+                facts.setdefault("notes", []).append(watch.note())
+                log(f"    {watch.note()}")
+                continue
             if status is None:
                 return PlatformRun(output, "\n".join(raw), commands,
                                    error=f"{shown} timed out after {timeout} s and was killed; last output:\n"

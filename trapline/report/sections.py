@@ -203,11 +203,8 @@ def platform_lines(manifest: dict) -> list[str]:
         if not f:
             continue
         if name == "host":
-            sl = f.get("split_lock") or {}
             out.append(f"host: {f.get('cpu', '?')}, {f.get('cores', '?')} cores, {f.get('kernel', '?')}, "
-                       f"{f.get('compiler', '?')}" +
-                       (f"; split locks: {sl.get('handling')} (split_lock_detect {sl.get('split_lock_detect')}, "
-                        f"split_lock_mitigate {sl.get('split_lock_mitigate')})" if sl else ""))
+                       f"{f.get('compiler', '?')}")
         elif name == "qemu":
             out += [_guest_line(f"QEMU-functional ({arch})", a) for arch, a in sorted(f.items())]
         elif name == "model":
