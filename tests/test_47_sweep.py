@@ -102,14 +102,23 @@ def _dask(*args) -> subprocess.Popen:
                             stderr=subprocess.DEVNULL, start_new_session=True)
 
 
-def _qemu_child(pid: int):
+def _point_qemu(pid: int) -> tuple[int, list[str]] | None:
+    """(pid, argv) of the QEMU below pid that runs a point's kernel: argv[0] a qemu-*
+    and the kernel's rows= among its arguments. Not any qemu-*: a worker also asks
+    `qemu-x86_64 --version` (once per process, for the point's key), which ends at once
+    and has no rows= (killing the worker then left the test without the point it killed)."""
     import psutil
     try:
-        for c in psutil.Process(pid).children(recursive=True):
-            if "qemu-" in " ".join(c.cmdline()[:1]):
-                return c
+        kids = psutil.Process(pid).children(recursive=True)
     except psutil.Error:
-        pass
+        return None
+    for c in kids:
+        try:
+            argv = c.cmdline()
+        except psutil.Error:  # ended meanwhile
+            continue
+        if argv and os.path.basename(argv[0]).startswith("qemu-") and any(a.startswith("rows=") for a in argv):
+            return c.pid, argv
     return None
 
 
@@ -146,12 +155,9 @@ def test_distributed_sweep_survives_a_killed_worker(embedded, tmp_path):
         deadline = time.monotonic() + 240
         killed_q = None
         while time.monotonic() < deadline and sweep.poll() is None:
-            q = _qemu_child(a.pid)
+            q = _point_qemu(a.pid)
             if q is not None and _store(results):
-                try:
-                    killed_q = (q.pid, q.cmdline())
-                except Exception:
-                    continue
+                killed_q = q
                 os.kill(a.pid, signal.SIGKILL)
                 break
             time.sleep(0.05)
