@@ -34,12 +34,30 @@ APT_PACKAGES=(make gcc libc6-dev binutils git
 
 say() { printf 'trapline: %s\n' "$*" >&2; }
 
+# The packages were all installed when $APT_OK was written, with the same list, and dpkg's
+# database has not changed since: nothing to ask (builtins only: no process is started;
+# asking dpkg-query once per package cost 0.1-0.9 s of every command: docs/performance.md).
+APT_OK="$CACHE/.apt-ok"
+apt_known_ok() {
+    local line=
+    [ -f "$APT_OK" ] && [ "$APT_OK" -nt /var/lib/dpkg/status ] && read -r line <"$APT_OK" &&
+        [ "$line" = "${APT_PACKAGES[*]}" ]
+}
+
 ensure_apt() {
-    local missing=() p
+    apt_known_ok && return 0
+    local missing=() p st
+    # one dpkg-query for every package; a package dpkg has never heard of prints nothing
+    declare -A status=()
+    while IFS=' ' read -r p st; do status[$p]=$st; done < <(dpkg-query -W -f='${Package} ${Status}\n' \
+        "${APT_PACKAGES[@]}" 2>/dev/null | sed 's/ install ok installed$/ ok/')
     for p in "${APT_PACKAGES[@]}"; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+        [ "${status[$p]:-}" = ok ] || missing+=("$p")
     done
-    [ ${#missing[@]} -eq 0 ] && return 0
+    if [ ${#missing[@]} -eq 0 ]; then
+        { mkdir -p "$CACHE" && printf '%s\n' "${APT_PACKAGES[*]}" >"$APT_OK"; } 2>/dev/null || true
+        return 0
+    fi
     local sudo=()
     if [ "$(id -u)" -ne 0 ]; then
         if command -v sudo >/dev/null; then sudo=(sudo); else
@@ -60,11 +78,23 @@ ensure_apt() {
         { say "apt-get install failed"; exit 1; }
 }
 
+# The venv the last call used, while requirements.txt and the Python it was made for are
+# older than this note (builtins only: the key below starts Python and sha256sum).
+VENV_OK="$CACHE/.venv-ok${HERE//\//_}"  # one note per clone
 ensure_venv() {
-    local key
+    local key line=
+    if [ -f "$VENV_OK" ] && [ "$VENV_OK" -nt "$HERE/requirements.txt" ] && [ "$VENV_OK" -nt "$PYTHON" ] &&
+        read -r line <"$VENV_OK" && [ "${line%% *}" = "$HERE/requirements.txt:$PYTHON" ] &&
+        [ -f "${line#* }/.ok" ]; then
+        VENV=${line#* }
+        return 0
+    fi
     key=$( { cat "$HERE/requirements.txt"; "$PYTHON" -c 'import sys; print(sys.version)'; } | sha256sum | cut -c1-16)
     VENV="$CACHE/venv-$key"
-    [ -f "$VENV/.ok" ] && return 0
+    if [ -f "$VENV/.ok" ]; then
+        { printf '%s %s\n' "$HERE/requirements.txt:$PYTHON" "$VENV" >"$VENV_OK"; } 2>/dev/null || true
+        return 0
+    fi
     mkdir -p "$CACHE"
     # one creator at a time: a second ./run.sh started meanwhile waits here for the
     # first to finish the venv instead of deleting it half-made (flock from util-linux)
@@ -81,6 +111,7 @@ ensure_venv() {
         touch "$VENV/.ok"
     fi
     exec 9>&-
+    { printf '%s %s\n' "$HERE/requirements.txt:$PYTHON" "$VENV" >"$VENV_OK"; } 2>/dev/null || true
 }
 
 if [ "${TRAPLINE_SKIP_APT:-0}" != 1 ]; then ensure_apt; fi

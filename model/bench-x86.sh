@@ -32,6 +32,8 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=model/bench-lib.sh
+. "$HERE/bench-lib.sh"
 arch=both
 reps=100
 runs=3
@@ -111,17 +113,7 @@ for A in $ARCHES; do
     LABEL[callbacks]="model's callbacks only (fast_forward=1)"
     declare -A BEST=() CPU=()
     for ((i = 0; i < runs; i++)); do
-        for c in $CONFS; do
-            # shellcheck disable=SC2086
-            /usr/bin/time -f "%e %U %S" -o "$work/$c.time" ${CMD[$c]} >"$work/$c.out" 2>"$work/$c.err" ||
-                { cat "$work/$c.err" >&2; exit 1; }
-            read -r e u s <"$work/$c.time"
-            ms=$(awk -v e="$e" 'BEGIN { printf "%d", e * 1000 }')
-            if [ -z "${BEST[$c]:-}" ] || [ "$ms" -lt "${BEST[$c]}" ]; then
-                BEST[$c]=$ms
-                CPU[$c]=$(awk -v u="$u" -v s="$s" 'BEGIN { printf "%d", (u + s) * 1000 }')
-            fi
-        done
+        for c in $CONFS; do bench_once "$c"; done
     done
     for c in $CONFS; do
         [ "$c" = cachegrind ] && continue

@@ -236,3 +236,29 @@ def test_prose_beside_a_kernel_does_not_rebuild_it(tmp_path, monkeypatch):
     assert build.input_hash("x86_64") == key
     (kdir / "loop-order" / "loop_order.c").write_text("/* edited */\n")
     assert build.input_hash("x86_64") != key
+
+
+def test_a_remembered_pass_is_checked_again_once_anything_it_was_checked_with_changes(tmp_path, monkeypatch):
+    """trapline.checked: a file that passed is read from the cache (its data as loaded, in
+    its own key order) until the file, the kernels directory or trapline's code changes; a
+    failure is never remembered."""
+    tree = tmp_path / "kernels"
+    shutil.copytree(experiment.kernels_dir(), tree, ignore=shutil.ignore_patterns("build"))
+    env = {"TRAPLINE_KERNELS": str(tree), "TRAPLINE_CACHE": str(tmp_path / "cache")}
+    first = trapline("list", env=env)
+    assert first.returncode == 0, first.stderr
+    stamps = sorted((tmp_path / "cache" / "checked").iterdir())
+    assert len(stamps) == len(CATALOGUE)
+    assert trapline("list", env=env).stdout == first.stdout
+    monkeypatch.setenv("TRAPLINE_KERNELS", str(tree))
+    monkeypatch.setenv("TRAPLINE_CACHE", str(tmp_path / "cache"))
+    remembered = experiment.load_file(tree / "x86-split-lock" / "experiment.yaml")
+    fresh = yaml.safe_load((tree / "x86-split-lock" / "experiment.yaml").read_text())
+    assert remembered.data == fresh and json.dumps(remembered.data) == json.dumps(fresh)  # order too
+    # another file of the tree changes what loop-order's checks see: checked again, and refused
+    mk = tree / "loop-order" / "kernel.mk"
+    mk.write_text(mk.read_text().replace("loop-order/loop-order", "loop-order/loop-order-renamed"))
+    r = trapline("list", env=env)
+    assert r.returncode == 2 and "loop-order" in r.stderr and "kernel.mk" in r.stderr, r.stderr
+    assert "strlen-loop" in r.stdout
+    assert len(list((tmp_path / "cache" / "checked").iterdir())) == 2 * len(CATALOGUE) - 1  # no pass for it

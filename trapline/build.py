@@ -17,9 +17,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
-import shutil
-import subprocess
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 
@@ -47,6 +44,7 @@ def make_vars(arch: str) -> list[str]:
 
 @lru_cache(maxsize=None)
 def _tool_version(tool: str) -> str:
+    import subprocess  # (here and in build(): every command reads cache_root, few build)
     try:
         out = subprocess.run([tool, "--version"], capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
@@ -89,6 +87,9 @@ def build(arch: str, log=None) -> Path:
     out = root / f"{arch}-{key[:16]}"
     if (out / ".complete").exists():
         return out
+    import shutil
+    import subprocess
+    import tempfile
     root.mkdir(parents=True, exist_ok=True)
     with open(root / f".lock-{arch}", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

@@ -31,12 +31,13 @@ from __future__ import annotations
 import argparse
 import json
 import signal
-import subprocess
 import sys
 
-from trapline import arch, experiment, images, platforms, report, results, runner
-from trapline.context import Progress, RunContext
+from trapline import arch
 from trapline.errors import RunFailed, UsageError
+
+# Each command imports what it uses (the schema validator, the report's matplotlib, Dask,
+# the platforms), so that `list` or `simulate` does not pay for the others: docs/performance.md.
 
 
 class _Parser(argparse.ArgumentParser):
@@ -154,6 +155,7 @@ def parser() -> argparse.ArgumentParser:
 def cmd_list() -> int:
     """Every experiment that validates; each one that does not, as its error on
     stderr (exit 2), without hiding the others."""
+    from trapline import experiment
     broken: dict[str, str] = {}
     exps = experiment.load_all(broken=broken)
     w = max(map(len, exps), default=0)
@@ -165,6 +167,7 @@ def cmd_list() -> int:
 
 
 def cmd_report(run_id: str | None) -> int:
+    from trapline import report, results
     path = results.find_run(run_id)
     for name, data in report.render(path).items():
         results.atomic_write(path / name, data)
@@ -207,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         if args.command == "list":
             return cmd_list()
+        if args.command in ("run", "reproduce-all"):
+            from trapline import platforms, runner
         if args.command == "run":
             sets = _sets(args.set)
             if args.machine:
@@ -226,18 +231,22 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "report":
             return cmd_report(args.run_id)
         if args.command == "fidelity":
+            from trapline import report
             from trapline.report import fidelity
             from trapline.cite import resolve  # a run id, latest or a run directory
             runs = [report.load(resolve(r))[3] for r in (args.runs or [None])]
             sys.stdout.write(fidelity.markdown(fidelity.merge(runs)))
             return 0
         if args.command == "build":
+            from trapline.context import RunContext
             arches = [arch.get(a).name for a in args.arch or list(arch.ARCHES)]
             ctx = RunContext.make()
             for a in arches:
                 print(ctx.kernels(a))
             return 0
         if args.command == "images":
+            from trapline import images
+            from trapline.context import RunContext
             arches = args.arch or list(arch.ARCHES)
             for a in arches:
                 images.check_arch(a)
@@ -249,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "simulate":
             from trapline import machine as machines
+            from trapline.context import RunContext
             from trapline.platforms import model
             prog = args.program[1:] if args.program[:1] == ["--"] else args.program
             if not prog:
@@ -265,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0 if status == 0 else 1
         if args.command == "sensitivity":
             from trapline import sensitivity
+            from trapline.context import Progress
             res = sensitivity.sweep(args.id, args.machine, args.param, sensitivity.parse_factors(args.factors),
                                     args.quick, log=Progress(sys.stderr))
             print(json.dumps(res, indent=2) if args.json else sensitivity.table(res))
@@ -290,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
                 return 0
             return bundle.verify(args.bundle)
         if args.command == "test":
+            import subprocess
+            from trapline import results
             return subprocess.call([sys.executable, "-m", "pytest", *args.pytest_args], cwd=results.ROOT)
     except UsageError as e:
         print(f"trapline: error: {e}", file=sys.stderr)

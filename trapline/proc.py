@@ -94,9 +94,10 @@ def run_command(cmd: list[str], timeout: float, cwd: Path | None = None, log=Non
     t0 = time.monotonic()
     next_report = t0 + progress_every
     status: int | None = None
+    exited = _ExitWaiter(proc)
     while True:
         try:
-            status = proc.wait(timeout=0.25)
+            status = exited(0.25)
             break
         except BaseException as e:  # noqa: B036 - Ctrl-C must not leave a guest or a build running
             if not isinstance(e, subprocess.TimeoutExpired):
@@ -104,6 +105,7 @@ def run_command(cmd: list[str], timeout: float, cwd: Path | None = None, log=Non
                     os.killpg(proc.pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+                exited.close()
                 raise
             now = time.monotonic()
             late = marker_timeout is not None and not seen["marker"] and now - t0 > marker_timeout
@@ -119,9 +121,37 @@ def run_command(cmd: list[str], timeout: float, cwd: Path | None = None, log=Non
                 n = sum(1 for l in chunks["out"] if l.startswith("TL ") and "kind=sample" in l)
                 log(f"    ... running for {now - t0:.0f} s, {n} samples so far (timeout {timeout:.0f} s)")
                 next_report = now + progress_every
+    exited.close()
     for t in readers:
         t.join(timeout=5)
     return status, "".join(chunks["out"]), "".join(chunks["err"])
+
+
+class _ExitWaiter:
+    """wait(timeout) for a child: its exit status, or subprocess.TimeoutExpired after timeout
+    seconds. Through a pidfd (Linux 5.3) it returns as the child ends; Popen.wait(timeout)
+    polls with sleeps growing to 50 ms, which cost every short command (a cached plugin
+    build, an empty program under the model) up to 50 ms: docs/performance.md."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc = proc
+        try:
+            self.fd: int | None = os.pidfd_open(proc.pid)
+        except (AttributeError, OSError):  # no pidfd here: Popen's own polling
+            self.fd = None
+
+    def __call__(self, timeout: float) -> int:
+        import select
+        if self.fd is None:
+            return self.proc.wait(timeout=timeout)
+        if self.proc.returncode is None and not select.select([self.fd], [], [], timeout)[0]:
+            raise subprocess.TimeoutExpired(self.proc.args, timeout)
+        return self.proc.wait()
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
 
 def tail(text: str, n: int = CONSOLE_TAIL_LINES) -> str:

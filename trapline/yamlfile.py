@@ -19,16 +19,15 @@ where there is one.
 
 from __future__ import annotations
 
+import re
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import re
-
-import yaml
-from yaml.events import AliasEvent, CollectionEndEvent, CollectionStartEvent, ScalarEvent
-
 if TYPE_CHECKING:
     import jsonschema
+
+# PyYAML is imported when a file is read (a description the cache knows is not: trapline.checked)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -41,43 +40,48 @@ def shown(path: Path) -> str:
         return str(path)
 
 
-class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
-    """SafeLoader that rejects a key written twice in one mapping. With
-    libyaml's parser where PyYAML has it (CSafeLoader: the same documents, the
-    same constructor; the 11 experiment files in 0.02 s instead of 0.15 s, read
-    by every run: docs/performance.md)."""
+@lru_cache(maxsize=1)
+def _loader():
+    """The project's YAML loader class (built once, on first use)."""
+    import yaml
 
-    def construct_mapping(self, node, deep=False):
-        seen: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            line = key_node.start_mark.line + 1
-            if key in seen:
+    class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+        """SafeLoader that rejects a key written twice in one mapping. With
+        libyaml's parser where PyYAML has it (CSafeLoader: the same documents, the
+        same constructor; the 11 experiment files in 0.02 s instead of 0.15 s, read
+        by every run: docs/performance.md)."""
+
+        def construct_mapping(self, node, deep=False):
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                line = key_node.start_mark.line + 1
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key '{key}' is written twice (lines {seen[key]} and {line}); keep one",
+                        key_node.start_mark)
+                seen[key] = line
+            return super().construct_mapping(node, deep=deep)
+
+        def construct_yaml_int(self, node):
+            """An integer, or one error naming its line when it has more digits than Python
+            converts (4,300: a ValueError, then a traceback)."""
+            try:
+                return super().construct_yaml_int(node)
+            except ValueError:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"key '{key}' is written twice (lines {seen[key]} and {line}); keep one",
-                    key_node.start_mark)
-            seen[key] = line
-        return super().construct_mapping(node, deep=deep)
-
-    def construct_yaml_int(self, node):
-        """An integer, or one error naming its line when it has more digits than Python
-        converts (4,300: a ValueError, then a traceback)."""
-        try:
-            return super().construct_yaml_int(node)
-        except ValueError:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"the number on line {node.start_mark.line + 1} has {len(node.value):,} digits, "
-                f"more than any machine or experiment has", node.start_mark) from None
+                    None, None, f"the number on line {node.start_mark.line + 1} has {len(node.value):,} digits, "
+                    f"more than any machine or experiment has", node.start_mark) from None
 
 
-_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _UniqueKeyLoader.construct_yaml_int)
+    _UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _UniqueKeyLoader.construct_yaml_int)
+    # YAML 1.2's floats without a dot ("1e30", "2E-3"), which YAML 1.1 reads as strings (so
+    # "--set cpi=1e30" was told it needs a number, "got '1e30'"); after 1.1's own resolvers.
+    _UniqueKeyLoader.add_implicit_resolver(
+        "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+        list("-+0123456789"))
+    return _UniqueKeyLoader
 
-
-# YAML 1.2's floats without a dot ("1e30", "2E-3"), which YAML 1.1 reads as strings (so
-# "--set cpi=1e30" was told it needs a number, "got '1e30'"); after 1.1's own resolvers.
-_UniqueKeyLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789"))
 
 MAX_DEPTH = 100       # the project's YAML files nest at most 8 deep
 MAX_NODES = 100_000   # nodes after alias expansion; the largest project file has about 1,000
@@ -91,7 +95,9 @@ def _check_shape(text: str, rel: str, error: type[Exception]) -> None:
     stack: list[list] = []                            # per open collection: [nodes, height, anchor]
     anchors: dict[str, tuple[int, int] | None] = {}  # anchor -> (nodes, height); None while open
     total = 0
-    for ev in yaml.parse(text, Loader=_UniqueKeyLoader):
+    import yaml
+    from yaml.events import AliasEvent, CollectionEndEvent, CollectionStartEvent, ScalarEvent
+    for ev in yaml.parse(text, Loader=_loader()):
         if isinstance(ev, CollectionStartEvent):
             if len(stack) >= MAX_DEPTH:
                 raise error(f"{rel}: nested more than {MAX_DEPTH} levels deep (line {ev.start_mark.line + 1}); "
@@ -135,11 +141,13 @@ def load_text(text: str, rel: str, error: type[Exception]) -> Any:
     (`_check_shape`, one line as `error`), then loaded. A YAML syntax error, or a key
     written twice, is raised as yaml.YAMLError for the caller to word."""
     _check_shape(text, rel, error)
-    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
+    import yaml
+    return yaml.load(text, Loader=_loader())  # noqa: S506 (a SafeLoader subclass)
 
 
 def read_mapping(path: Path, error: type[Exception]) -> dict:
     """The YAML mapping in `path`, or `error` with one line naming the file and what is wrong."""
+    import yaml
     rel = shown(path)
     try:
         text = Path(path).read_bytes().decode("utf-8")

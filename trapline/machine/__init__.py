@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trapline.machine import paths
+from trapline import checked
+from trapline.machine import paths, schema
 from trapline.machine.checks import validate
 from trapline.machine.paths import PROVENANCE_KEYS
 from trapline.machine.provenance import (CLAIMS_PATH, claim_ids, derived_fields, evaluate_derived,
@@ -184,16 +186,27 @@ def load_file(path: Path | str, sets: list[str] | tuple[str, ...] = ()) -> Machi
     """The machine in `path`, validated, with the --set overrides applied once and validated again."""
     path = Path(path)
     rel = shown(path)
-    data = read_mapping(path, MachineError)
-    q = validate(data, rel, stem=path.stem)
+    # what decides the checks besides their code (trapline.checked): the file, the --set values, the schema
+    try:
+        key = ("machine", path.stem, path.read_bytes(), "\0".join(sets), json.dumps(schema.schema(), sort_keys=True))
+    except OSError:
+        key = None
+    data = checked.recall(*key) if key else None
+    known = data is not None
+    if not known:
+        data = read_mapping(path, MachineError)
+    loaded = data  # (apply_sets works on a copy)
+    q = build(data) if known else validate(data, rel, stem=path.stem)
     if sets:
         data = apply_sets(data, sets)
-        q = validate(data, f"{rel} with --set {' '.join(sets)}", stem=path.stem)
+        q = build(data) if known else validate(data, f"{rel} with --set {' '.join(sets)}", stem=path.stem)
     m = Machine(name=data["name"], path=path, data=data, sets=tuple(sets), quantities=q)
     try:
         _plugin().check(m)  # the model's own bounds (options.def), before any work
     except MachineError as e:
         raise MachineError(f"{rel}{' with --set ' + ' '.join(sets) if sets else ''}: {e}") from None
+    if not known and key:
+        checked.remember(*key, data=loaded)  # the file as read, before --set
     return m
 
 

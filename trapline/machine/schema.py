@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
-import jsonschema
+if TYPE_CHECKING:
+    import jsonschema
 
 from trapline.machine.paths import PROVENANCE_KEYS, is_sourced
 from trapline.yamlfile import schema_message as file_schema_message, where as _where

@@ -14,8 +14,6 @@ import copy
 import re
 from typing import Any
 
-import yaml
-
 from trapline.machine import paths, provenance, schema
 from trapline.machine.paths import PROVENANCE_KEYS, is_sourced
 from trapline.machine.units import MachineError
@@ -34,6 +32,7 @@ def _apply_one(data: dict, item: str) -> None:
     path, raw = item.split("=", 1)
     path = path.strip()
     keys = paths.parse_path(path)
+    import yaml
     try:
         value = load_text(raw, f"--set {path}", MachineError) if raw.strip() else ""
     except yaml.constructor.ConstructorError as e:
