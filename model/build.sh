@@ -19,27 +19,8 @@ die() { say "error: $*"; exit 1; }
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 CACHE=${TRAPLINE_CACHE:-$HOME/.cache/trapline}
-what=${1:-model}
-
-# The path this script printed last for the same plugin sources, while dpkg's database
-# (the compiler, the installed QEMU whose header is keyed below) has not changed since and
-# CC is not set: no need to ask dpkg, the header and the compiler again (they cost 20-150 ms
-# of every `./run.sh simulate`: docs/performance.md). The key below stays the authority.
-MEMO="$CACHE/model/.last-$what"
-if [ "$what" = model ] && [ -z "${CC:-}" ] && [ -f "$MEMO" ] && [ "$MEMO" -nt /var/lib/dpkg/status ]; then
-    sum=$(cat "$HERE"/plugin/* | sha256sum)
-    read -r msum mso <"$MEMO" || true
-    if [ "${msum:-}" = "${sum%% *}" ] && [ -f "${mso:-}" ]; then
-        echo "$mso"
-        exit 0
-    fi
-fi
 CC=${CC:-gcc}
-remember() { # the memo above, best effort
-    [ "$what" = model ] || return 0
-    { printf '%s %s\n' "$(cat "$HERE"/plugin/* | sha256sum | cut -d' ' -f1)" "$1" >"$MEMO.$$" &&
-        mv -f "$MEMO.$$" "$MEMO"; } 2>/dev/null || rm -f "$MEMO.$$"
-}
+what=${1:-model}
 
 QSRC=$("$HERE/fetch-qemu-headers.sh") || die "cannot get qemu-plugin.h (see above)"
 HDR="$QSRC/include/qemu/qemu-plugin.h"
@@ -75,7 +56,6 @@ key=$( { printf '%s\n' "$what" "$CFLAGS" "$LIBS"; for f in $KEYED; do basename "
     sha256sum | cut -c1-64)
 OUT="$CACHE/model/$key"
 if [ -f "$OUT/$SO" ]; then
-    remember "$OUT/$SO"
     echo "$OUT/$SO"
     exit 0
 fi
@@ -96,5 +76,4 @@ if ! mv -T "$tmp" "$OUT" 2>/dev/null; then
     [ -f "$OUT/$SO" ] || die "cannot move the build into $OUT"
     say "a concurrent build finished first; using it"
 fi
-remember "$OUT/$SO"
 echo "$OUT/$SO"
