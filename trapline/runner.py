@@ -89,10 +89,11 @@ def run_entry(exp, pname: str, reason: str | None, ctx: RunContext) -> tuple[dic
 
 def execute(command: str, exp_ids: list[str], platform: str | None, quick: bool, sets: dict[str, str],
             fresh: bool = False, log=None, machine: str | None = None, root: Path | None = None,
-            timeout: float | None = None) -> Run:
+            timeout: float | None = None, images: str | None = None) -> Run:
     """Run the experiments and return the finished run. machine: --machine (the
-    model platform); root: the results directory (default: results.results_root())."""
-    ctx = RunContext.make(quick, sets, machine, log, timeout)
+    model platform); root: the results directory (default: results.results_root());
+    images: --images, who builds the guest lanes' images (default debian)."""
+    ctx = RunContext.make(quick, sets, machine, log, timeout, images)
     log = ctx.log
     exps = experiment.load_all()
     for eid in exp_ids:
@@ -103,6 +104,8 @@ def execute(command: str, exp_ids: list[str], platform: str | None, quick: bool,
     args = {"command": command, "experiment": exp_ids[0] if command == "run" else None,
             "experiments": exp_ids, "platform": platform, "quick": quick, "sets": sets, "machine": machine, "timeout": timeout,
             "commit": results.git_info()["describe"]}
+    if ctx.image_builder != "debian":  # (a resumed run must have been started with the same images)
+        args["images"] = ctx.image_builder
     rd = results.RunDir.open(args, fresh=fresh, root=root)
     if rd.resumed:
         n = sum(1 for e, p, _ in steps if rd.done(e.id, p))
