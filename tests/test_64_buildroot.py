@@ -18,7 +18,6 @@ show-info, savedefconfig and printvars together (the `configured` fixture).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -35,6 +34,7 @@ from conftest import ROOT, trapline
 from trapline import arch as arch_table, build, images
 from trapline.errors import UsageError
 from trapline.imagebuilders import buildroot as br
+from trapline.results import sha256_file
 
 ARCHES = list(arch_table.ARCHES)
 LINUX = "6.1.192"
@@ -190,11 +190,8 @@ def debian_kconfig_tree() -> Path:
     tarball = Path("/usr/src/linux-source-6.1.tar.xz")
     if not tarball.is_file():
         pytest.skip(f"{tarball} is missing (apt-get install linux-source-6.1)")
-    h = hashlib.sha256()
-    with open(tarball, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    dest = build.cache_root() / "buildroot" / f"kconfig-{h.hexdigest()[:16]}"
+    digest = sha256_file(tarball)
+    dest = build.cache_root() / "buildroot" / f"kconfig-{digest[:16]}"
     if not (dest / ".complete").is_file():
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(subprocess.check_output(["mktemp", "-d", f"{dest}.tmp-XXXXXX"], text=True).strip())
@@ -202,7 +199,7 @@ def debian_kconfig_tree() -> Path:
                         "*/Kbuild*", "linux-source-6.1/scripts/*", "linux-source-6.1/arch/*/configs/*",
                         "linux-source-6.1/kernel/configs/*", "linux-source-6.1/arch/*/include/*",
                         "linux-source-6.1/include/*"], check=True)
-        (tmp / ".complete").write_text(h.hexdigest() + "\n")
+        (tmp / ".complete").write_text(digest + "\n")
         shutil.rmtree(dest, ignore_errors=True)
         os.rename(tmp, dest)
     return dest / "linux-source-6.1"
@@ -380,7 +377,7 @@ def test_a_buildroot_laid_out_image_boots_in_the_qemu_lane(configured, tree, tmp
     assert m["args"]["images"] == "buildroot"
     g = m["platforms"]["qemu"][arch]
     assert g["images"]["builder"] == "buildroot" and g["images"]["buildroot"] == br.PINNED
-    assert g["images"]["defconfig_sha256"] == hashlib.sha256(br.defconfig(arch).read_bytes()).hexdigest()
+    assert g["images"]["defconfig_sha256"] == sha256_file(br.defconfig(arch))
     assert g["images"]["image_sha256"]["initramfs-armv6.cpio"] == laid["INITRD_SHA256"]
     assert (f"buildroot images (Buildroot {br.PINNED}, trapline_armv6_defconfig sha256 "
             f"{g['images']['defconfig_sha256'][:12]})") in (run / "report.md").read_text()

@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 
 from trapline import build, images
+from trapline.results import sha256_file
 from trapline.errors import UsageError
 from trapline.imagebuilders import ImageBuilder
 from trapline.proc import run_command, tail, with_parent_death
@@ -94,18 +95,10 @@ def locate(where: str | os.PathLike | None = None) -> Path:
     return p.resolve()
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def unpack(tarball: Path) -> Path:
     """A Buildroot release tarball, unpacked once into cache/buildroot/src-<sha256[:16]>/
     (in a temporary directory, renamed into place); the tree inside it."""
-    digest = _sha256(tarball)
+    digest = sha256_file(tarball)
     root = build.cache_root() / "buildroot"
     dest = root / f"src-{digest[:16]}"
     root.mkdir(parents=True, exist_ok=True)
@@ -132,7 +125,7 @@ def _digest(root: Path, files: list[Path]) -> str:
     h = hashlib.sha256()
     for f in sorted(files):
         h.update(f.relative_to(root).as_posix().encode() + b"\0")
-        h.update(bytes.fromhex(_sha256(f)))
+        h.update(bytes.fromhex(sha256_file(f)))
     return h.hexdigest()
 
 
@@ -193,8 +186,8 @@ def keys(arch: str, tree: Path) -> tuple[str, str, dict]:
     fragment = images.IMAGES / arch / "config.fragment"
     inputs = {"format": FORMAT, "arch": arch, "buildroot": version(tree), "buildroot_tree_sha256": tree_digest(tree),
               "external_sha256": _digest(EXTERNAL, external_files(arch)),
-              "defconfig": defconfig(arch).name, "defconfig_sha256": _sha256(defconfig(arch)),
-              "fragment_sha256": _sha256(fragment)}
+              "defconfig": defconfig(arch).name, "defconfig_sha256": sha256_file(defconfig(arch)),
+              "fragment_sha256": sha256_file(fragment)}
     out_key = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
     inputs["guest_sources_sha256"] = _digest(images.ROOT, guest_sources())
     image_key = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
@@ -358,7 +351,7 @@ def _store(binaries: Path, entry: Path, arch: str, provenance: dict) -> None:
         shutil.copytree(binaries / "trapline-bin", tmp / "trapline-bin", symlinks=True)
         text = env_file.read_text().replace(f"{binaries}/", f"{entry}/").replace(f"={binaries}\n", f"={entry}\n")
         (tmp / f"boot-{arch}.env").write_text(text)
-        provenance = dict(provenance, image_sha256={n: _sha256(tmp / n) for n in booted})
+        provenance = dict(provenance, image_sha256={n: sha256_file(tmp / n) for n in booted})
         (tmp / "manifest.json").write_text(json.dumps({"provenance": provenance, "facts": facts}, indent=1) + "\n")
         shutil.rmtree(entry, ignore_errors=True)
         os.rename(tmp, entry)
@@ -422,7 +415,7 @@ def build_image(arch: str, where: str | None = None, log=None) -> images.Image:
                              "so a rerun goes on from there)")
         provenance = {"builder": "buildroot", **inputs, "linux_version": _linux_version(info),
                       "packages": packages(info), "build_seconds": round(time.monotonic() - t0, 1),
-                      "sources_sha256": {s: _sha256(dl / s) for s in need if (dl / s).is_file()},
+                      "sources_sha256": {s: sha256_file(dl / s) for s in need if (dl / s).is_file()},
                       "host": f"{os.uname().machine}, {os.cpu_count()} cpus"}
         _store(out / "images", entry, arch, provenance)
         if log:
