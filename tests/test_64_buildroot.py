@@ -391,6 +391,21 @@ def test_images_without_buildroot_says_where_to_get_it():
     assert br.RELEASE_URL in r.stderr and "BUILDROOT" in r.stderr and "--buildroot" in r.stderr
 
 
+@pytest.mark.parametrize("command", [["run", "armv6-unaligned", "--platform", "qemu"], ["reproduce-all"],
+                                     ["sweep", "armv6-unaligned", "--set", "k=1000,2000"]], ids=lambda c: c[0])
+def test_images_option_is_checked_before_anything_runs(command, tmp_path):
+    """--images: an unknown builder, or buildroot without Buildroot, is one line and
+    exit 2, before a run directory exists."""
+    results = tmp_path / "results"
+    for images_arg, words in (("yocto", ["unknown image builder 'yocto'", "debian, buildroot"]),
+                              ("buildroot", ["no Buildroot given", br.RELEASE_URL])):
+        r = trapline(*command, "--quick", "--images", images_arg,
+                     env={"BUILDROOT": "", "TRAPLINE_RESULTS": str(results)})
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+        assert all(w in r.stderr for w in words), r.stderr
+    assert not results.exists()
+
+
 def test_images_with_a_bad_arch_or_builder_is_one_line(tree):
     for args, words in ((["--builder", "buildroot", "--arch", "mips"], ["mips", "armv6"]),
                         (["--builder", "yocto"], ["yocto", "debian, buildroot"]),

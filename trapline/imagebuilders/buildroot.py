@@ -37,6 +37,7 @@ import re
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import time
@@ -130,20 +131,32 @@ def _digest(root: Path, files: list[Path]) -> str:
 
 
 def tree_digest(tree: Path) -> str:
-    """sha256 over every file of Buildroot's tree (path and content). Remembered per
-    fingerprint of the files' paths, sizes and mtimes (hashing the 15,000 files of a
-    release takes about a second; walking them a tenth of that)."""
-    files = sorted(p for p in tree.rglob("*") if p.is_file() and ".git" not in p.parts)
+    """sha256 over every file of Buildroot's tree (path and content; a symbolic link's
+    target), without an in-tree build's output/ and dl/. Remembered per fingerprint
+    of the files' paths, sizes and mtimes: hashing the 15,000 files of a release takes
+    a second or more, walking them 0.3 s."""
+    entries = []
+    for root, dirs, files in os.walk(tree):
+        if Path(root) == tree:
+            dirs[:] = [d for d in dirs if d not in (".git", "output", "dl")]
+        for f in files:
+            path = os.path.join(root, f)
+            entries.append((os.path.relpath(path, tree), os.lstat(path)))
+    entries.sort()
     fp = hashlib.sha256()
-    for p in files:
-        st = p.stat()
-        fp.update(f"{p.relative_to(tree)} {st.st_size} {st.st_mtime_ns}\n".encode())
+    for rel, st in entries:
+        fp.update(f"{rel} {st.st_mode:o} {st.st_size} {st.st_mtime_ns}\n".encode())
     memo = build.cache_root() / "buildroot" / ".memo" / f"tree-{fp.hexdigest()[:40]}"
     try:
         return memo.read_text().strip()
     except OSError:
         pass
-    digest = _digest(tree, files)
+    h = hashlib.sha256()
+    for rel, st in entries:
+        path = tree / rel
+        h.update(rel.encode() + b"\0")
+        h.update(os.readlink(path).encode() if stat.S_ISLNK(st.st_mode) else bytes.fromhex(sha256_file(path)))
+    digest = h.hexdigest()
     try:
         memo.parent.mkdir(parents=True, exist_ok=True)
         tmp = memo.with_name(f"{memo.name}.{os.getpid()}")
@@ -174,21 +187,32 @@ def guest_sources(root: Path = images.ROOT) -> list[Path]:
     return sorted(root / n for n in out.stdout.splitlines() if n and (root / n).is_file())
 
 
-def external_files(arch: str) -> list[Path]:
+# The external tree's files that only the trapline-guest package and the post-image
+# script read: a change there rebuilds that package and the image, not the toolchain.
+GUEST_SIDE = ("package/trapline-guest", "board")
+
+
+def external_files(arch: str, guest_side: bool = False) -> list[Path]:
     """The external tree's files that configure arch's Buildroot build (not the other
-    arches' defconfigs)."""
+    arches' defconfigs): the package's and post-image's (guest_side), or the rest."""
+    def side(p: Path) -> bool:
+        return p.relative_to(EXTERNAL).as_posix().startswith(GUEST_SIDE)
     return sorted(p for p in EXTERNAL.rglob("*") if p.is_file() and "__pycache__" not in p.parts
-                  and (p.parent.name != "configs" or p == defconfig(arch)))
+                  and (p.parent.name != "configs" or p == defconfig(arch)) and side(p) == guest_side)
 
 
 def keys(arch: str, tree: Path) -> tuple[str, str, dict]:
-    """(output directory key, image key, what they were computed from)."""
+    """(output directory key, image key, what they were computed from): the output
+    directory is Buildroot's whole build (toolchain, Linux, BusyBox), the image
+    adds trapline's own part (the package, its sources, the post-image script), which
+    a reused output directory rebuilds alone."""
     fragment = images.IMAGES / arch / "config.fragment"
     inputs = {"format": FORMAT, "arch": arch, "buildroot": version(tree), "buildroot_tree_sha256": tree_digest(tree),
               "external_sha256": _digest(EXTERNAL, external_files(arch)),
               "defconfig": defconfig(arch).name, "defconfig_sha256": sha256_file(defconfig(arch)),
               "fragment_sha256": sha256_file(fragment)}
     out_key = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+    inputs["guest_package_sha256"] = _digest(EXTERNAL, external_files(arch, guest_side=True))
     inputs["guest_sources_sha256"] = _digest(images.ROOT, guest_sources())
     image_key = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
     return out_key, image_key, inputs

@@ -198,9 +198,9 @@ def _images_words(images: dict | None) -> str:
 
 
 def _guest_line(label: str, g: dict) -> str:
-    return (f"{label}: {g.get('qemu', '?')}, {g.get('machine', '?')}, {_images_words(g.get('images'))}, "
+    return (f"{label}: {g.get('qemu', '?')}, {g.get('machine', '?')}, "
             f"guest Linux sha256 {str(g.get('linux_sha256') or '-')[:12]}, "
-            f"initramfs sha256 {str(g.get('initrd_sha256') or '-')[:12]}")
+            f"initramfs sha256 {str(g.get('initrd_sha256') or '-')[:12]}, {_images_words(g.get('images'))}")
 
 
 def platform_lines(manifest: dict) -> list[str]:
