@@ -336,16 +336,24 @@ def download_dir() -> Path:
 
 
 def _failure_line(logfile: Path) -> str:
-    """The last line of the build log that is not make's own bookkeeping."""
+    """The build log's last message, as one line: its last lines (up to 3) that are
+    not make's own bookkeeping."""
     try:
         lines = logfile.read_text(errors="replace").splitlines()[-200:]
     except OSError:
         return ""
+    said: list[str] = []
     for line in reversed(lines):
         s = ANSI.sub("", line).strip()
-        if s and not s.startswith(("make[", "make:", "$ ")):
-            return s[:200]
-    return ""
+        if s.startswith(("make[", "make:", "$ ")):
+            if said:
+                break
+            continue
+        if s:
+            said.insert(0, s)
+        if len(said) == 3:
+            break
+    return " ".join(said)[:300]
 
 
 def _load(entry: Path, arch: str) -> images.Image:
