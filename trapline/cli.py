@@ -1,18 +1,19 @@
 """The commands behind ./run.sh.
 
     list                                   every experiment id, then its description
-    run ID [--platform P] [--set k=v ...] [--quick] [--fresh]
-    reproduce-all [--quick] [--platform P] [--fresh]
+    run ID [--platform P] [--set k=v ...] [--quick] [--fresh] [--images B]
+    reproduce-all [--quick] [--platform P] [--fresh] [--images B]
     report [RUN-ID]                        redraw a finished run's report
     fidelity [RUN ...]                     the fidelity table of the runs' modelled figures, as markdown
     build [--arch A ...]                   build the kernels (cached)
-    images [--arch A ...]                  build the guest images (cached)
+    images [--arch A ...] [--builder B] [--buildroot DIR]
+                                           build the guest images (cached; B: debian or buildroot)
     simulate --machine M [--set k=v ...] --arch A -- PROGRAM [ARGS]
                                            run any static program under the timing model
     sensitivity ID [--param PATH ...] [--factors 0.5,2] [--quick]
                                            the modelled headline against scaled machine parameters
     sweep ID [--platform P] --set k=v1,v2 [--set k2=...] [--quick] [--machine M]
-             [--scheduler ADDRESS] [--workers N] [--fresh]
+             [--scheduler ADDRESS] [--workers N] [--fresh] [--images B]
                                            the experiment over a grid of values, on Dask (docs/sweeps.md)
     gem5 --machine M [--set k=v ...] [-o FILE]
                                            a machine as JSON for gem5_configs/run_se.py
@@ -30,10 +31,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 
-from trapline import arch
+from trapline import arch, imagebuilders
 from trapline.errors import RunFailed, UsageError
 
 # Each command imports what it uses (the schema validator, the report's matplotlib, Dask,
@@ -74,6 +76,19 @@ def _count(text: str) -> int:
     return int(text)
 
 
+def _images_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--images", metavar="BUILDER", default=None,
+                   help=f"who builds the guest lanes' images: {', '.join(imagebuilders.names())} (default "
+                        f"{imagebuilders.DEFAULT}; buildroot finds Buildroot in $BUILDROOT; docs/images.md)")
+
+
+def _image_builder(name: str | None) -> str:
+    """--images/--builder: a known builder that can work here (UsageError otherwise), by name."""
+    b = imagebuilders.get(name)
+    b.check()
+    return b.name
+
+
 def _exit_status(run) -> int:
     """0 when every entry ran (reproduced, differs or not-applicable), 1 when any failed."""
     return 1 if run.summary["counts"].get("failed") else 0
@@ -93,11 +108,13 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--fresh", action="store_true", help="start a new run instead of resuming an interrupted one")
     r.add_argument("--timeout", type=_seconds, metavar="SECONDS",
                    help="time limit of each kernel command or guest boot (default: the experiment's)")
+    _images_option(r)
     a = sub.add_parser("reproduce-all", help="every experiment on every available platform, one report")
     a.add_argument("--platform")
     a.add_argument("--quick", action="store_true")
     a.add_argument("--fresh", action="store_true")
     a.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="time limit of each command or guest boot")
+    _images_option(a)
     rp = sub.add_parser("report", help="redraw the report of a finished run")
     rp.add_argument("run_id", nargs="?", default=None)
     fi = sub.add_parser("fidelity", help="modelled against claimed figures of one or more runs, as markdown "
@@ -107,6 +124,10 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--arch", action="append", help=f"one of {', '.join(arch.ARCHES)} (default: all)")
     im = sub.add_parser("images", help="build the guest images (Linux + initramfs with the kernels)")
     im.add_argument("--arch", action="append", help=f"one of {', '.join(arch.ARCHES)} (default: all)")
+    im.add_argument("--builder", default=None, help=f"{', '.join(imagebuilders.names())} "
+                                                     f"(default {imagebuilders.DEFAULT}; docs/images.md)")
+    im.add_argument("--buildroot", metavar="DIR", help="--builder buildroot: Buildroot's tree, or its release tarball "
+                                                        "(default: $BUILDROOT)")
     sm = sub.add_parser("simulate", help="run a static program of yours under the timing model, print its stats JSON")
     sm.add_argument("--machine", required=True, help="a machine name (gem5_configs/machines/) or a YAML file")
     sm.add_argument("--arch", required=True, help=f"one of {', '.join(arch.ARCHES)}")
@@ -140,6 +161,7 @@ def parser() -> argparse.ArgumentParser:
                     help="embedded: worker processes (default: this machine's cores); --scheduler: wait for N workers")
     sw.add_argument("--fresh", action="store_true", help="a new sweep directory (stored points are still reused)")
     sw.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="time limit of each command or guest boot")
+    _images_option(sw)
     ci = sub.add_parser("cite", help="BibTeX for trapline and for a run (docs: README, 'Citing a result')")
     ci.add_argument("run", nargs="?", default=None, help="a run id, 'latest' (default) or a run directory")
     bu = sub.add_parser("bundle", help="a run as one tarball: its files, SHA256SUMS and .zenodo.json")
@@ -220,12 +242,12 @@ def main(argv: list[str] | None = None) -> int:
                     raise UsageError(f"--machine is for --platform {target}")
                 args.platform = target
             run = runner.execute("run", [args.id], args.platform, args.quick, sets, fresh=args.fresh,
-                                 machine=args.machine, timeout=args.timeout)
+                                 machine=args.machine, timeout=args.timeout, images=_image_builder(args.images))
             print(run.path / "report.html")
             return _exit_status(run)
         if args.command == "reproduce-all":
             run = runner.execute("reproduce-all", None, args.platform, args.quick, {}, fresh=args.fresh,
-                                 timeout=args.timeout)
+                                 timeout=args.timeout, images=_image_builder(args.images))
             print(run.path / "report.html")
             return _exit_status(run)
         if args.command == "report":
@@ -250,10 +272,14 @@ def main(argv: list[str] | None = None) -> int:
             arches = args.arch or list(arch.ARCHES)
             for a in arches:
                 images.check_arch(a)
-            ctx = RunContext.make()
+            if args.buildroot:
+                if imagebuilders.get(args.builder).name != "buildroot":
+                    raise UsageError("--buildroot goes with --builder buildroot")
+                os.environ["BUILDROOT"] = args.buildroot
+            ctx = RunContext.make(image_builder=_image_builder(args.builder))
             for a in arches:
                 img = ctx.image(a)
-                print(f"{a}: kernel {img.kernel} (sha256 {img.facts.get('LINUX_SHA256', '?')[:16]}), "
+                print(f"{a}: {img.builder} kernel {img.kernel} (sha256 {img.facts.get('LINUX_SHA256', '?')[:16]}), "
                       f"initramfs {img.initrd} (sha256 {img.facts.get('INITRD_SHA256', '?')[:16]})")
             return 0
         if args.command == "simulate":
@@ -284,7 +310,8 @@ def main(argv: list[str] | None = None) -> int:
             from trapline import sweep
             g = sweep.grid.parse(args.set)
             res = sweep.run(args.id, sweep.grid.product(g), args.platform, args.quick, args.machine,
-                            args.scheduler, args.workers, args.timeout, fresh=args.fresh, grid_spec=g)
+                            args.scheduler, args.workers, args.timeout, fresh=args.fresh, grid_spec=g,
+                            images=_image_builder(args.images))
             print(res.path / "report.html")
             return 1 if any(r["status"] == "failed" for r in res.rows) else 0
         if args.command == "gem5":

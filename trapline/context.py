@@ -7,7 +7,7 @@ class attributes or module globals.
     ctx.machine_sets            # ("caches.l1d.line=32B",): machine overrides, split once here
     ctx.machine_for("default")  # loaded and validated once per name, then reused
     ctx.kernels("sparc64")      # the kernel build dir, built once per context
-    ctx.image("sparc64")        # the guest image holding those kernels
+    ctx.image("sparc64")        # the guest image holding those kernels (from ctx.image_builder's builder)
     ctx.plugin()                # the timing-model plugin
 
 The caches are filled lazily and live exactly as long as the context: one
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from trapline import build, images, machine as machines
+from trapline import build, imagebuilders, images, machine as machines
 from trapline.errors import UsageError
 
 
@@ -59,6 +59,7 @@ class RunContext:
     kernel_sets: dict[str, str] = field(default_factory=dict)  # the kernels' share
     machine_name: str | None = None                      # --machine (the model platform)
     timeout: float | None = None                         # --timeout: seconds per command or guest boot
+    image_builder: str = "debian"                        # --images: who builds the guest images (trapline/imagebuilders)
     log: Callable[[str], None] = field(default_factory=Progress)
     builds: dict[str, Path] = field(default_factory=dict)          # arch -> kernel build dir
     images: dict[str, images.Image] = field(default_factory=dict)  # arch -> guest image
@@ -71,11 +72,12 @@ class RunContext:
 
     @classmethod
     def make(cls, quick: bool = False, sets: dict[str, str] | None = None, machine: str | None = None,
-             log: Callable[[str], None] | None = None, timeout: float | None = None) -> "RunContext":
+             log: Callable[[str], None] | None = None, timeout: float | None = None,
+             image_builder: str | None = None) -> "RunContext":
         sets = dict(sets or {})
         mset, kset = split_sets(sets, machines.top_fields())
         return cls(quick=quick, sets=sets, machine_sets=mset, kernel_sets=kset, machine_name=machine,
-                   log=log or Progress(), timeout=timeout)
+                   log=log or Progress(), timeout=timeout, image_builder=image_builder or imagebuilders.DEFAULT)
 
     def timeout_for(self, declared: float) -> float:
         """A command's or a guest's time limit: --timeout when given, else what the experiment or lane declares."""
@@ -88,11 +90,10 @@ class RunContext:
         return self.builds[arch]
 
     def image(self, arch: str) -> images.Image:
-        """The guest image for arch holding this context's kernels (cached by content hash)."""
+        """The guest image for arch, from the builder --images chose (cached by content
+        hash; the default, debian, holds this context's kernels)."""
         if arch not in self.images:
-            bindir = self.kernels(arch)
-            self.log(f"guest image for {arch} (kernel and initramfs, cached by content hash)")
-            self.images[arch] = images.build_image(arch, bindir, log=self.log)
+            self.images[arch] = imagebuilders.get(self.image_builder).image(self, arch)
         return self.images[arch]
 
     def machine_for(self, default: str | None, exp_id: str = "?") -> machines.Machine:

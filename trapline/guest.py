@@ -150,6 +150,7 @@ def _run_boot_sh(image: Image, env: dict, timeout: float, log=None, init_timeout
                                    marker="TLG init", marker_timeout=init_timeout)
     facts: dict = dict(re.findall(r"(init_seen_s|done_seen_s|ready_seen_s|qemu_exit_s)=(\S+)", err))
     facts["host_wall_s"] = f"{time.monotonic() - t0:.3f}"
+    facts["images"] = image.builder  # which builder's image this guest booted (--images)
     qemu = next((l.split("qemu:", 1)[1].strip() for l in err.splitlines() if l.startswith("boot.sh: qemu:")), "")
     return Boot(status, out, err, parse_console(out), facts, qemu)
 
@@ -181,10 +182,13 @@ def qemu_version(arch: str) -> str:
 
 def guest_image_facts(arch: str, img: Image | None) -> dict:
     """What identifies a booted guest in a manifest: QEMU's version, the machine,
-    the guest Linux's and initramfs's sha256 (the QEMU and the model's guest lane)."""
+    the guest Linux's and initramfs's sha256 (the QEMU and the model's guest lane),
+    and who built the image with what (images: the builder's provenance, e.g.
+    Buildroot's version and the defconfig's sha256)."""
     return {"machine": arch_table.get(arch).machine_label, "qemu": qemu_version(arch),
             "linux_sha256": img.facts.get("LINUX_SHA256") if img else None,
-            "initrd_sha256": img.facts.get("INITRD_SHA256") if img else None}
+            "initrd_sha256": img.facts.get("INITRD_SHA256") if img else None,
+            "images": (img.provenance or {"builder": img.builder}) if img else None}
 
 
 def guest_commands(ctx: RunContext, exp, spec: dict, sets: dict[str, str]) -> tuple[list[str], list[list[str]]]:
@@ -231,7 +235,10 @@ def command_outputs(b: Boot, commands: list[str], shown: list[list[str]], timeou
 
 
 def guest_hashes(image: Image, bindir: Path, kernel: str) -> dict[str, str]:
-    """sha256 of the experiment's binaries and of the guest's Linux and initramfs."""
+    """sha256 of the experiment's binaries as the guest holds them (the image's own,
+    image.bindir, where its builder compiled them, else bindir) and of the guest's
+    Linux and initramfs."""
+    bindir = image.bindir or bindir
     hashes = {f"{kernel}/{k}": v for k, v in build.binary_hashes(bindir / kernel).items()}
     hashes["guest/linux"] = image.facts.get("LINUX_SHA256", "")
     hashes["guest/initramfs"] = image.facts.get("INITRD_SHA256", "")

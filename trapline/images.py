@@ -1,7 +1,8 @@
 """Guest images: a thin, typed wrapper around images/build.sh (the shell
 script is the one definition of how an image is built, docs/images.md explains
 it; the architecture's values come from trapline/arch.py). Booting an image
-and reading its console is trapline/guest.py.
+and reading its console is trapline/guest.py. Which builder makes the images a
+run boots (this one, "debian", or Buildroot) is trapline/imagebuilders/.
 
     image = images.build_image("armv6", bindir, log)   # cached by content hash
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from trapline import arch as arch_table, build
@@ -38,6 +39,9 @@ class Image:
     initrd: Path
     dtb: Path | None
     facts: dict  # LINUX_SHA256, INITRD_SHA256, caches ...
+    builder: str = "debian"      # who made it (trapline/imagebuilders: --images)
+    bindir: Path | None = None   # the experiment kernels as the guest holds them in /trapline/bin
+    provenance: dict = field(default_factory=dict)  # the builder's facts for a manifest (versions, hashes)
 
 
 def build_image(arch: str, bindir: Path | None, log=None) -> Image:
@@ -63,7 +67,8 @@ def build_image(arch: str, bindir: Path | None, log=None) -> Image:
     if memo:
         _memo_write(memo, out)
     return Image(arch, Path(facts["KERNEL"]), Path(facts["INITRD"]),
-                 Path(facts["DTB"]) if facts.get("DTB") else None, facts)
+                 Path(facts["DTB"]) if facts.get("DTB") else None, facts, "debian", Path(bindir) if bindir else None,
+                 {"builder": "debian"})
 
 
 # build.sh finds a cached image by the content hash of its inputs, which takes it

@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from trapline import __version__, analysis, build, experiment, platforms, report, results
+from trapline import __version__, analysis, build, experiment, imagebuilders, platforms, report, results
 from trapline import entry as entries_mod
 from trapline.context import RunContext
 from trapline.errors import ExperimentError, UsageError
@@ -117,10 +117,11 @@ def load(exp_ids: list[str] | None, tolerate_broken: bool) -> tuple[dict, list[s
 
 def execute(command: str, exp_ids: list[str] | None, platform: str | None, quick: bool, sets: dict[str, str],
             fresh: bool = False, log=None, machine: str | None = None, root: Path | None = None,
-            timeout: float | None = None) -> Run:
+            timeout: float | None = None, images: str | None = None) -> Run:
     """Run the experiments (exp_ids; None: every one) and return the finished run. machine:
-    --machine (the model platform); root: the results directory (default: results.results_root())."""
-    ctx = RunContext.make(quick, sets, machine, log, timeout)
+    --machine (the model platform); root: the results directory (default: results.results_root());
+    images: --images, who builds the guest lanes' images (default debian)."""
+    ctx = RunContext.make(quick, sets, machine, log, timeout, images)
     log = ctx.log
     exps, exp_ids = load(exp_ids, tolerate_broken=command != "run")
     steps = plan(exps, exp_ids, platform, strict=(command == "run"))
@@ -129,6 +130,8 @@ def execute(command: str, exp_ids: list[str] | None, platform: str | None, quick
     args = {"command": command, "experiment": exp_ids[0] if command == "run" else None,
             "experiments": exp_ids, "platform": platform, "quick": quick, "sets": sets, "machine": machine, "timeout": timeout,
             "commit": results.git_info()["describe"]}
+    if ctx.image_builder != imagebuilders.DEFAULT:  # (a resumed run must have been started with the same images)
+        args["images"] = ctx.image_builder
     rd = results.RunDir.open(args, fresh=fresh, root=root, entries=len(steps))
     if rd.resumed:
         n = sum(1 for e, p, _ in steps if rd.done(e.id, p))

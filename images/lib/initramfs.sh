@@ -31,6 +31,29 @@ default_run_list() {
 	esac
 }
 
+# guest_programs ROOT: /init (INIT_SRC) and /trapline/tests/ (images/tests/hello.c and
+# the arch's <arch>_*.c), static, compiled with CC and UFLAGS into ROOT. The Buildroot
+# package (images/buildroot/package/trapline-guest) calls it too, with Buildroot's
+# compiler, so both builders compile the guest's own programs alike.
+guest_programs() {
+	local root=$1 t n ucc
+	mkdir -p "$root/trapline/tests"
+	ucc=("$CC" $UFLAGS -O2 -static -Wall -Wextra -ffile-prefix-map="$HERE"=images)
+	"${ucc[@]}" -o "$root/init" "$INIT_SRC"
+	for t in "$HERE"/tests/hello.c "$HERE"/tests/"$ARCH"_*.c; do
+		[[ -f $t ]] || continue
+		n=$(basename "$t" .c)
+		"${ucc[@]}" -o "$root/trapline/tests/$n" "$t"
+	done
+}
+
+# init_snapshot_spin NM INIT: the address of init's tlg_snapshot_spin (0x...), where a
+# sun4u snapshot's save stops the guest (boot.sh TRAPLINE_SNAPSHOT_BREAK); nothing if
+# init has no such symbol (the other arches)
+init_snapshot_spin() {
+	"$1" "$2" | sed -n 's/^0*\([0-9a-f]*\) T tlg_snapshot_spin$/0x\1/p'
+}
+
 gen_init_cpio_tool() {
 	GEN_INIT_CPIO="$TOOLS_DIR/gen_init_cpio"
 	[[ -x $GEN_INIT_CPIO ]] && return
@@ -116,7 +139,7 @@ cpio_list() {
 }
 
 initramfs_build_cached() {
-	local t0 work root ucc t n spin
+	local t0 work root spin
 	gen_init_cpio_tool
 	t0=$(now)
 	work=$(mktemp -d "$CACHE/.initramfs-$ARCH-XXXXXXXX")
@@ -124,13 +147,7 @@ initramfs_build_cached() {
 	root="$work/root"
 	mkdir -p "$root"/{proc,sys,tmp,root,trapline/bin,trapline/tests}
 	chmod 1777 "$root/tmp"
-	ucc=("$CC" $UFLAGS -O2 -static -Wall -Wextra -ffile-prefix-map="$HERE"=images)
-	"${ucc[@]}" -o "$root/init" "$INIT_SRC"
-	for t in "$HERE"/tests/hello.c "$HERE"/tests/"$ARCH"_*.c; do
-		[[ -f $t ]] || continue
-		n=$(basename "$t" .c)
-		"${ucc[@]}" -o "$root/trapline/tests/$n" "$t"
-	done
+	guest_programs "$root"
 	if [[ -n $BINDIR ]]; then
 		cp -a "$BINDIR/." "$root/trapline/bin/"
 		if [[ -f $root/trapline/bin/run.list ]]; then
@@ -153,7 +170,7 @@ initramfs_build_cached() {
 		echo "gcc=$GCC_VER"
 		echo "init_sha256=$(sha "$root/init")"
 		# where a snapshot's save stops the guest (boot.sh TRAPLINE_SNAPSHOT_BREAK), if init has it
-		spin=$("${CROSS}nm" "$root/init" | sed -n 's/^0*\([0-9a-f]*\) T tlg_snapshot_spin$/0x\1/p')
+		spin=$(init_snapshot_spin "${CROSS}nm" "$root/init")
 		[[ -z $spin ]] || echo "init_snapshot_spin=$spin"
 		echo "SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH"
 		echo "build_seconds=$(elapsed "$t0")"

@@ -189,10 +189,21 @@ def experiment_section(e: Entry, plots: set[str]) -> Section:
 
 # ------------------------------------------------------------------ manifest
 
+def _images_words(images: dict | None) -> str:
+    """Which builder made a guest's image: 'debian images', or 'buildroot images
+    (Buildroot 2026.02.3, trapline_armv6_defconfig sha256 ...)'."""
+    images = images or {"builder": "debian"}
+    words = f"{images.get('builder', '?')} images"
+    if images.get("buildroot"):
+        words += (f" (Buildroot {images['buildroot']}, {images.get('defconfig', '?')} sha256 "
+                  f"{str(images.get('defconfig_sha256') or '-')[:12]})")
+    return words
+
+
 def _guest_line(label: str, g: dict) -> str:
     return (f"{label}: {g.get('qemu', '?')}, {g.get('machine', '?')}, "
             f"guest Linux sha256 {str(g.get('linux_sha256') or '-')[:12]}, "
-            f"initramfs sha256 {str(g.get('initrd_sha256') or '-')[:12]}")
+            f"initramfs sha256 {str(g.get('initrd_sha256') or '-')[:12]}, {_images_words(g.get('images'))}")
 
 
 def platform_lines(manifest: dict) -> list[str]:

@@ -85,9 +85,11 @@ def table_csv(rows: list[dict], keys: list[str]) -> str:
 def run(exp_id: str, point_sets: list[dict[str, str]], platform: str | None = None, quick: bool = False,
         machine: str | None = None, scheduler: str | None = None, workers: int | None = None,
         timeout: float | None = None, fresh: bool = False, root: Path | None = None, log=None,
-        grid_spec: dict[str, list[str]] | None = None, progress_stream=sys.stderr) -> Sweep:
+        grid_spec: dict[str, list[str]] | None = None, progress_stream=sys.stderr, images: str | None = None) -> Sweep:
     """Check every point, compute the ones not stored, write the sweep directory.
-    point_sets: each point's --set values (grid.product of a grid, or any list: sensitivity)."""
+    point_sets: each point's --set values (grid.product of a grid, or any list: sensitivity);
+    images: --images, who builds a guest lane's image (default debian; the image's
+    hashes are in every point's key)."""
     log = log or Progress(sys.stderr)
     quiet = lambda msg: None  # noqa: E731 - the checks build nothing and say nothing
     checked = grid.check(exp_id, platform, point_sets, quick, machine, timeout, quiet)
@@ -97,7 +99,7 @@ def run(exp_id: str, point_sets: list[dict[str, str]], platform: str | None = No
     keys = list(grid_spec) if grid_spec else list(dict.fromkeys(k for p in point_sets for k in p))
     # what every point shares (kernels, plugin, guest image: built here once if missing)
     from trapline.context import RunContext
-    shared_ctx = RunContext.make(quick, {}, machine, log, timeout)
+    shared_ctx = RunContext.make(quick, {}, machine, log, timeout, images)
     shared = points_mod.shared_keys(exp, pname, shared_ctx)
     specs, hashes = [], []
     for sets, ctx in zip(point_sets, checked.contexts):
@@ -106,7 +108,8 @@ def run(exp_id: str, point_sets: list[dict[str, str]], platform: str | None = No
         hashes.append(h)
         specs.append({"hash": h, "experiment": exp_id, "experiment_sha256": material["experiment_sha256"],
                       "platform": pname, "quick": quick, "sets": sets, "machine": machine, "timeout": timeout,
-                      "tree_sha256": shared["tree_sha256"], "label": grid.label(sets)})
+                      "tree_sha256": shared["tree_sha256"], "label": grid.label(sets),
+                      "images": shared_ctx.image_builder})
     # two points with the same hash (e.g. a value written two ways) are one computation
     sroot = sweeps_root(root)
     store = points_mod.Store(sroot / STORE)
@@ -119,6 +122,8 @@ def run(exp_id: str, point_sets: list[dict[str, str]], platform: str | None = No
     args = {"command": "sweep", "experiment": exp_id, "platform": pname, "quick": quick, "machine": machine,
             "grid": grid_spec or {}, "points": point_sets if not grid_spec else None, "timeout": timeout,
             "tree_sha256": shared["tree_sha256"]}
+    if shared_ctx.image_builder != "debian":
+        args["images"] = shared_ctx.image_builder
     rd = results.RunDir.open(args, fresh=fresh, root=sroot)
     log(f"sweep {rd.run_id}: {exp_id} on {pname}, {len(specs)} point(s) "
         f"({len(specs) - len(todo)} in the store, {len(todo)} to compute; {'quick' if quick else 'full'} mode)")

@@ -167,7 +167,8 @@ def run_point(spec: dict) -> dict:
         return {"hash": spec["hash"], "worker": worker,
                 "error": f"worker {worker}: its trapline tree ({results.ROOT}) changed since it started; restart it"}
     lines: list[str] = []
-    ctx = RunContext.make(spec["quick"], spec["sets"], spec["machine"], lines.append, spec["timeout"])
+    ctx = RunContext.make(spec["quick"], spec["sets"], spec["machine"], lines.append, spec["timeout"],
+                          spec.get("images"))
     exp = _experiment(spec["experiment"])
     if results.sha256_file(exp.path) != spec["experiment_sha256"]:
         return {"hash": spec["hash"], "worker": worker,
