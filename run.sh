@@ -30,7 +30,11 @@ APT_PACKAGES=(make gcc libc6-dev binutils git
               linux-source-6.1 bison flex bc libelf-dev libssl-dev cpio xz-utils perl rsync
               qemu-system-sparc qemu-system-arm qemu-system-x86
               dpkg-dev valgrind
-              chromium)  # the report test renders report.html in headless chromium (tests/test_42)
+              chromium  # the report test renders report.html in headless chromium (tests/test_42)
+              # gem5's runtime libraries (ldd of the shared gem5.opt, ../shared/gem5/README.md): gem5 is
+              # the user's (docs/gem5.md), the tests use the shared binary
+              libpython3.11 libprotobuf32 libhdf5-103-1 libhdf5-cpp-103-1 libpng16-16 libtcmalloc-minimal4
+              libcurl4 zlib1g)
 
 say() { printf 'trapline: %s\n' "$*" >&2; }
 
@@ -91,5 +95,9 @@ cd "$HERE"
 if [ "${1:-}" = test ]; then
     shift
     exec "$VENV/bin/python" -m pytest "$@"
+fi
+if [ "${1:-}" = python ]; then  # the venv's python, for scripts (model/bench-gem5.sh)
+    shift
+    exec "$VENV/bin/python" "$@"
 fi
 exec "$VENV/bin/python" -m trapline "$@"

@@ -59,6 +59,19 @@ class Gem5Result:
     cmd: list[str] = field(default_factory=list)
 
 
+def cores_for(kernel_args: dict) -> int:
+    """Cores a kernel run needs in SE mode: one per thread it runs at once. The kernels
+    that start threads take the count as `threads` (stl-alloc-scaling: the calling
+    thread is thread 0, so `threads` in all); every other kernel is single-threaded.
+    A thread created when every core is busy fails (clone returns EAGAIN:
+    src/sim/syscall_emul.hh, cloneFunc, threads.findFree()); a core whose thread
+    exited is free again (its context is halted)."""
+    try:
+        return max(1, int(kernel_args.get("threads", 1)))
+    except (TypeError, ValueError):
+        raise UsageError(f"threads: '{kernel_args.get('threads')}' is not a whole number") from None
+
+
 def check_cpu(cpu: str) -> None:
     if cpu not in CPUS:
         raise UsageError(f"gem5.cpu: '{cpu}' is not a gem5 CPU model here; valid choices: {', '.join(CPUS)}")

@@ -55,7 +55,7 @@ class Counter:
         if self.how == "ops":
             return "the kernel's sample"
         if self.how == "cycles":
-            return "simTicks x clock"
+            return "simTicks / clock period"
         return " + ".join(s.replace("\\d*", "*").replace("\\", "") for s in self.stats)
 
 
@@ -66,8 +66,8 @@ def _cache(level: str, stat: str) -> tuple[str, ...]:
 COUNTERS: tuple[Counter, ...] = (
     Counter("gem5_ops", (), "the sample's operations, as the kernel reported them", how="ops"),
     Counter("gem5_ticks", ("simTicks",), "simulated time of the region in ticks (1 tick = 1 ps)"),
-    Counter("gem5_cycles", ("simTicks",), "simulated time of the region in cycles of the machine's clock",
-            how="cycles"),
+    Counter("gem5_cycles", ("simTicks",), "simulated time of the region in cycles of the machine's clock "
+            "(gem5's period: whole ticks, stats.period_ticks)", how="cycles"),
     Counter("gem5_instructions", (rf"{_CORE}\.commitStats0\.numInsts",),
             "instructions committed in the region, all cores (x86: macro-instructions, as the model counts)"),
     Counter("gem5_uops", (rf"{_CORE}\.commitStats0\.numOps",),
@@ -159,19 +159,29 @@ def _present(block: dict, pattern: str) -> bool:
     return any(rx.fullmatch(k) for k in block)
 
 
+def period_ticks(clock_hz: float) -> int:
+    """The clock period gem5 runs at, in whole ticks: m5.ticks.fromSeconds rounds half
+    up (src/python/m5/ticks.py), so 2.6 GHz runs at 385 ps (2.597 GHz, 0.1% slower)."""
+    return int(math.floor(TICKS_PER_SECOND / clock_hz + 0.5))
+
+
 def region(block: dict, clock_hz: float) -> dict:
     """One dump block as a region: {"ticks", "cycles", "seconds", "counts": {gem5_*: n}}
-    (gem5_ops is added by region_counts, which knows the sample)."""
+    (gem5_ops is added by region_counts, which knows the sample). Cycles are the
+    region's ticks over gem5's clock period (period_ticks)."""
     ticks = int(block.get("simTicks", 0))
+    period = period_ticks(clock_hz)
     counts: dict[str, int] = {}
     for c in COUNTERS:
         if c.how == "ops" or (c.needs and not _present(block, c.needs)):
             continue
         if c.how == "cycles":
-            counts[c.name] = round(ticks * clock_hz / TICKS_PER_SECOND)
+            counts[c.name] = round(ticks / period)
         else:
             counts[c.name] = int(round(_sum(block, c.stats)))
-    return {"ticks": ticks, "cycles": counts["gem5_cycles"], "seconds": ticks / TICKS_PER_SECOND, "counts": counts}
+    # simInsts is never reset: the instructions since the program started
+    return {"ticks": ticks, "cycles": counts["gem5_cycles"], "seconds": ticks / TICKS_PER_SECOND,
+            "instructions_since_start": int(block.get("simInsts", 0)), "counts": counts}
 
 
 def regions(text: str, clock_hz: float) -> tuple[list[dict], dict | None]:
