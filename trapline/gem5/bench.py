@@ -12,10 +12,13 @@ Each configuration runs the whole program (start-up included):
 
 Instructions are each simulator's count for the whole program (the model's
 total.instructions, gem5's simInsts); the time is the host's wall clock of
-the simulate() call and the CPU time (user + sys) of its child process. The
-configurations run `runs` times, interleaved; the best (shortest) wall time
-counts, with that run's CPU time. The machine's load is printed before and
-after.
+the simulate() call and the CPU time (user + sys) of its child process. Each
+configuration also runs the same program measuring nothing (reps=0 warmup=0:
+start-up, argument parsing, the timer check), so the kernel's work alone is
+the difference (start-up is most of a small run under the model: QEMU's and
+the plugin's, about 30 ms; gem5's is about 0.3 s). The configurations run
+`runs` times, interleaved; the best (shortest) wall time counts, with that
+run's CPU time. The machine's load is printed before and after.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import time
 
 from trapline import build, machine as machines
 from trapline.errors import RunFailed, UsageError
-from trapline.gem5 import binary, run
+from trapline.gem5 import binary, cli_status, run
 
 DEFAULT_KERNEL = ["malloc-chunk-chase/chunk-chase", "allocator=chunk", "requestsize=9", "rounds=4", "objects=4000",
                   "reps=1", "warmup=0"]
@@ -75,21 +78,32 @@ def bench(machine: str, kernel: list[str], runs: int, gem5=None, out=print) -> d
         build.build(m.arch, flavour=flavour)
     out(f"machine: {os.cpu_count()} CPUs, {_cpu_name()}; gem5 {facts['version']} ({facts['sha256'][:16]})")
     out(f"load before: {_load()}; best of {runs} interleaved runs (wall), with that run's CPU time")
+    # the same program measuring nothing (reps=0 warmup=0): start-up, argument parsing, the
+    # timer check; the kernel's work is the difference
+    empty = [kernel[0]] + [a for a in kernel[1:] if a.split("=", 1)[0] not in ("reps", "warmup")] + \
+        ["reps=0", "warmup=0"]
     best: dict[str, dict] = {}
     for _ in range(runs):
         for conf in CONFS:
-            insts, wall, cpu = one(conf, m, kernel, gem5, plugin)
-            if conf not in best or wall < best[conf]["wall"]:
-                best[conf] = {"instructions": insts, "wall": wall, "cpu": cpu}
+            for what, k in (("", kernel), ("-empty", empty)):
+                insts, wall, cpu = one(conf, m, k, gem5, plugin)
+                if conf + what not in best or wall < best[conf + what]["wall"]:
+                    best[conf + what] = {"instructions": insts, "wall": wall, "cpu": cpu}
     out(f"\n{machine}: {' '.join(kernel)}; load now {_load()}")
-    out(f"{'configuration':<14} {'instructions':>13} {'wall s':>8} {'CPU s':>8} {'M inst/s (wall)':>16} "
-        f"{'M inst/s (CPU)':>15} {'vs model (CPU)':>15}")
-    ref = best["model"]["instructions"] / best["model"]["cpu"]
+    out("whole program, and the kernel's work alone (the whole less the same program run with reps=0 warmup=0)")
+    out(f"{'configuration':<14} {'instructions':>13} {'wall s':>8} {'CPU s':>8} {'M inst/s (CPU)':>15} "
+        f"{'work: M inst':>13} {'CPU s':>8} {'M inst/s (CPU)':>15} {'vs model':>10}")
+    rate = {}
     for conf in CONFS:
-        b = best[conf]
-        ips_w, ips_c = b["instructions"] / b["wall"], b["instructions"] / b["cpu"]
-        out(f"{conf:<14} {b['instructions']:>13,} {b['wall']:>8.2f} {b['cpu']:>8.2f} {ips_w / 1e6:>16.2f} "
-            f"{ips_c / 1e6:>15.2f} {ips_c / ref:>14.4f}x")
+        b, e = best[conf], best[conf + "-empty"]
+        d_i, d_c = b["instructions"] - e["instructions"], max(b["cpu"] - e["cpu"], 1e-3)
+        rate[conf] = d_i / d_c
+    for conf in CONFS:
+        b, e = best[conf], best[conf + "-empty"]
+        d_i, d_c = b["instructions"] - e["instructions"], max(b["cpu"] - e["cpu"], 1e-3)
+        out(f"{conf:<14} {b['instructions']:>13,} {b['wall']:>8.2f} {b['cpu']:>8.2f} "
+            f"{b['instructions'] / b['cpu'] / 1e6:>15.2f} {d_i / 1e6:>13.2f} {d_c:>8.2f} {rate[conf] / 1e6:>15.2f} "
+            f"{rate[conf] / rate['model']:>9.4f}x")
     return best
 
 
@@ -107,18 +121,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gem5", help="the gem5 binary (default: GEM5, then gem5.opt on PATH)")
     ap.add_argument("kernel", nargs="*", help="-- EXPERIMENT/BINARY key=value ... (default: " + " ".join(DEFAULT_KERNEL) + ")")
     a = ap.parse_args(argv)
-    try:
+
+    def go():
         if a.runs < 1:
             raise UsageError(f"--runs {a.runs}: needs at least 1")
         bench(a.machine, a.kernel or DEFAULT_KERNEL, a.runs, binary.find(a.gem5))
-    except UsageError as e:
-        print(f"trapline: error: {e}", file=sys.stderr)
-        return 2
-    except RunFailed as e:
-        print(f"trapline: failed: {e}", file=sys.stderr)
-        return 1
-    return 0
-
+    return cli_status(go)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -34,7 +34,7 @@ from pathlib import Path
 from trapline.build import cache_root
 from trapline.errors import RunFailed, UsageError
 from trapline.proc import run_command, tail
-from trapline.results import atomic_json
+from trapline.results import atomic_json, sha256_file
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 PROBE = ROOT / "gem5_configs" / "probe.py"
@@ -99,14 +99,6 @@ def _save_facts(d: dict) -> None:
         atomic_json(_facts_file(), d)
     except OSError:
         pass  # a cache: a read-only or full disk only costs the next run a rehash
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def sha256_of(path: Path) -> str:

@@ -23,11 +23,11 @@ import sys
 import time
 
 from trapline import arch as arch_table, build, kernelio, machine as machines
-from trapline.errors import RunFailed, UsageError
-from trapline.gem5 import binary, run, stats
+from trapline.errors import RunFailed
+from trapline.gem5 import binary, cli_status, run, stats
 
 # the counts shown per operation, by suffix (gem5_<s> beside model_<s>)
-SUFFIXES = ("instructions", "l1d_misses", "l1d_line_fetches", "l2_misses", "l3_misses", "dtlb_misses", "itlb_misses",
+SUFFIXES = ("instructions", "l1d_misses", "l1d_line_fetches", "l1d_upgrades", "l2_misses", "l3_misses", "dtlb_misses", "itlb_misses",
             "l1i_misses", "locked_lines")
 
 
@@ -118,20 +118,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("runs", nargs="+", metavar="RUN", help='"EXPERIMENT/BINARY key=value ..."')
     a = ap.parse_args(argv)
-    try:
+
+    def go():
         cpus = a.cpu or [run.DEFAULT_CPU]
         for c in cpus:
             run.check_cpu(c)
         rows = compare(a.machine, a.runs, cpus, binary.find(a.gem5), log=lambda s: print(s, file=sys.stderr))
-    except UsageError as e:
-        print(f"trapline: error: {e}", file=sys.stderr)
-        return 2
-    except RunFailed as e:
-        print(f"trapline: failed: {e}", file=sys.stderr)
-        return 1
-    print(json.dumps(rows, indent=1) if a.json else table(rows))
-    return 0
-
+        print(json.dumps(rows, indent=1) if a.json else table(rows))
+    return cli_status(go)
 
 if __name__ == "__main__":
     sys.exit(main())

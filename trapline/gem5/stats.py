@@ -80,6 +80,11 @@ COUNTERS: tuple[Counter, ...] = (
     Counter("gem5_l1d_line_fetches", _cache("l1dcaches", "overallMshrMisses"),
             "L1D misses that fetched a line (gem5's MSHR misses: l1d_misses less those to a line in flight)",
             needs=rf"{_H}\.l1dcaches\d*\.replacements"),
+    Counter("gem5_l1d_upgrades", _cache("l2caches", r"UpgradeReq\.accesses"),
+            "stores to a line the L1D held without write permission (an UpgradeReq to the L2, no data moved): "
+            "gem5 counts each as an L1D miss. A line the L2 fills after its own miss comes up shared when it "
+            "was dirty below (Cache::satisfyRequest, src/mem/cache/cache.cc), so a load then a store to it "
+            "costs a miss and an upgrade where the model has one miss", needs=rf"{_H}\.l2caches\d*\.replacements"),
     Counter("gem5_l1i_accesses", _cache("l1icaches", "overallAccesses"), "L1I accesses (fetches), all cores",
             needs=rf"{_H}\.l1icaches\d*\.replacements"),
     Counter("gem5_l1i_misses", _cache("l1icaches", "overallMisses"), "L1I misses, all cores",
