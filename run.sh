@@ -22,7 +22,9 @@ PYTHON=${TRAPLINE_PYTHON:-/usr/bin/python3}
 # The cross C libraries are only "recommended" by the cross compilers (and we
 # install without recommends); dpkg-dev unpacks QEMU's source for the plugin
 # header (model/fetch-qemu-headers.sh); git feeds the run manifest; valgrind
-# (cachegrind) is the second oracle of the timing model (tests/test_82).
+# (cachegrind) is the second oracle of the timing model (tests/test_82). gem5 is
+# the user's (docs/gem5.md) and the tests use the binary in ../shared/gem5/: its
+# runtime libraries (ldd gem5.opt: libpython3.11 to zlib1g) are Debian packages too.
 APT_PACKAGES=(make gcc libc6-dev binutils git
               gcc-sparc64-linux-gnu binutils-sparc64-linux-gnu libc6-dev-sparc64-cross
               gcc-arm-linux-gnueabi binutils-arm-linux-gnueabi libc6-dev-armel-cross
@@ -30,6 +32,8 @@ APT_PACKAGES=(make gcc libc6-dev binutils git
               linux-source-6.1 bison flex bc libelf-dev libssl-dev cpio xz-utils perl rsync
               qemu-system-sparc qemu-system-arm qemu-system-x86
               dpkg-dev valgrind
+              libpython3.11 libprotobuf32 libhdf5-103-1 libhdf5-cpp-103-1 libpng16-16 libtcmalloc-minimal4
+              libcurl4 zlib1g
               chromium)  # the report test renders report.html in headless chromium (tests/test_42)
 
 say() { printf 'trapline: %s\n' "$*" >&2; }
@@ -122,5 +126,9 @@ cd "$HERE"
 if [ "${1:-}" = test ]; then
     shift
     exec "$VENV/bin/python" -m pytest "$@"
+fi
+if [ "${1:-}" = python ]; then  # the venv's python, for scripts (model/bench-gem5.sh)
+    shift
+    exec "$VENV/bin/python" "$@"
 fi
 exec "$VENV/bin/python" -m trapline "$@"

@@ -1,7 +1,7 @@
 """Run a static program in gem5's SE mode on a trapline machine.
 
     python -m trapline.gem5 --machine x86-2012-server -o machine.json      # trapline side
-    gem5 gem5_configs/run_se.py --params machine.json [--cpu timing|minor|o3] -- PROGRAM [ARGS]
+    gem5 gem5_configs/run_se.py --params machine.json [--cpu timing|minor|o3] [--cores N] -- PROGRAM [ARGS]
 
 ``gem5`` is a gem5 binary built for the machine's ISA (build/X86/gem5.opt,
 build/SPARC/gem5.opt, build/ARM/gem5.opt, or build/ALL/gem5.opt). The machine
@@ -11,16 +11,29 @@ cycles); trapline_gem5.params maps it to gem5's parameters. The script prints
 the fields gem5 does not model (the notes), runs the program to its exit, and
 prints where stats.txt is (gem5's --outdir, m5out by default; gem5 writes it as
 it exits, src/python/m5/simulate.py registers stats.dump with atexit); the
-parameters it ran with are written beside it as trapline-params.json.
+parameters it ran with are written beside it as trapline-params.json, and how
+the run ended as trapline-result.json ({"cause", "code", "tick", ...}). gem5
+then exits with the program's exit status.
+
+A program built with -DTL_GEM5 (trapline's gem5 kernel flavour) resets gem5's
+statistics where each measured region begins and dumps them where it ends (m5
+ops), so stats.txt holds one block per region and a last block from the last
+region's start to the exit (trapline.gem5.stats reads them).
+
+--stdout/--stderr send the program's output to files (gem5's own messages stay
+on gem5's stderr); --cores gives the processor that many cores (SE mode runs
+each thread of the program on a core of its own); --max-ticks stops the run
+after that many ticks (0: build and instantiate the board, write config.ini,
+and stop before the first instruction).
 
 gem5 API used here, checked against the gem5 sources (v23/v24 stdlib):
 
     m5.options.outdir           gem5's output directory (as read by configs/example/gem5_library scripts)
     BinaryResource(local_path)  src/python/gem5/resources/resource.py
-    board.set_se_binary_workload(binary=..., arguments=[...])
+    board.set_se_binary_workload(binary=..., arguments=[...], stdout_file=..., stderr_file=...)
                                 src/python/gem5/components/boards/se_binary_workload.py
-    Simulator(board=...).run(), get_current_tick(), get_last_exit_event_cause()
-                                src/python/gem5/simulate/simulator.py
+    Simulator(board=..., max_ticks=...).run(), get_current_tick(), get_last_exit_event_cause(),
+    get_last_exit_event_code()  src/python/gem5/simulate/simulator.py
     CPUTypes                    src/python/gem5/components/processors/cpu_types.py
 """
 
@@ -28,6 +41,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -41,6 +55,8 @@ from trapline_gem5.board import TraplineBoard
 from trapline_gem5.params import from_machine
 
 CPU_TYPES = {"timing": CPUTypes.TIMING, "minor": CPUTypes.MINOR, "o3": CPUTypes.O3}
+# the exit cause when the program's last thread exits (exitSimLoop in src/sim/syscall_emul.cc)
+PROGRAM_EXIT = "exiting with last active thread context"
 
 
 def parse_args(argv):
@@ -51,8 +67,15 @@ def parse_args(argv):
     ap.add_argument("--cpu", choices=sorted(CPU_TYPES), default="timing",
                     help="gem5 CPU model: timing (default; not pipelined), minor (in-order pipeline), o3")
     ap.add_argument("--mem-size", default=None, help="simulated memory size (default from the JSON, 512MiB)")
+    ap.add_argument("--cores", type=int, default=1, help="cores (SE mode: one per thread of the program; default 1)")
+    ap.add_argument("--stdout", default=None, help="write the program's standard output to this file")
+    ap.add_argument("--stderr", default=None, help="write the program's standard error to this file")
+    ap.add_argument("--max-ticks", type=int, default=None,
+                    help="stop after this many ticks (0: instantiate the board, write config.ini, and stop)")
     ap.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS]")
     args = ap.parse_args(argv)
+    if args.cores < 1:
+        ap.error(f"--cores {args.cores}: needs at least 1")
     args.program = args.program[1:] if args.program[:1] == ["--"] else args.program
     if not args.program:
         ap.error("needs a program after --: run_se.py --params machine.json -- PROGRAM [ARGS]")
@@ -69,10 +92,12 @@ def main(argv):
     for n in params.notes:
         print(f"trapline: not modelled by gem5: {n.field} = {n.value}: {n.text}", file=sys.stderr)
 
-    board = TraplineBoard(params, cpu_type=CPU_TYPES[args.cpu], mem_size=args.mem_size)
+    board = TraplineBoard(params, cpu_type=CPU_TYPES[args.cpu], mem_size=args.mem_size, num_cores=args.cores)
     board.set_se_binary_workload(
         binary=BinaryResource(local_path=os.path.abspath(args.program[0])),
         arguments=list(args.program[1:]),
+        stdout_file=Path(os.path.abspath(args.stdout)) if args.stdout else None,
+        stderr_file=Path(os.path.abspath(args.stderr)) if args.stderr else None,
     )
 
     outdir = m5.options.outdir
@@ -80,11 +105,23 @@ def main(argv):
     with open(os.path.join(outdir, "trapline-params.json"), "w") as f:
         f.write(params.to_json())
 
-    simulator = Simulator(board=board)
+    if args.max_ticks is None:
+        simulator = Simulator(board=board)
+    else:  # gem5 needs at least one tick to stop at
+        simulator = Simulator(board=board, max_ticks=max(1, args.max_ticks))
     simulator.run()
-    print(f"trapline: {params.machine} ({args.cpu} CPU) exited @ tick {simulator.get_current_tick()}: "
-          f"{simulator.get_last_exit_event_cause()}", file=sys.stderr)
+    cause, code = simulator.get_last_exit_event_cause(), simulator.get_last_exit_event_code()
+    tick = simulator.get_current_tick()
+    print(f"trapline: {params.machine} ({args.cpu} CPU, {args.cores} core(s)) exited @ tick {tick}: {cause}",
+          file=sys.stderr)
+    program_exit = cause == PROGRAM_EXIT
+    with open(os.path.join(outdir, "trapline-result.json"), "w") as f:
+        json.dump({"cause": cause, "code": code, "tick": tick, "program_exited": program_exit,
+                   "machine": params.machine, "cpu": args.cpu, "cores": args.cores}, f)
     print(os.path.join(outdir, "stats.txt"))
+    sys.stdout.flush()
+    if program_exit and code:
+        sys.exit(code)
 
 
 # gem5 runs a config script with __name__ == "__m5_main__" (src/python/m5/main.py).

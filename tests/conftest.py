@@ -65,3 +65,15 @@ def quick_all(tmp_path_factory):
     final = (root / "latest").resolve()
     return {"killed": killed, "final": final, "resume_log": r.stderr,
             "summary": json.loads((final / "summary.json").read_text())}
+
+
+@pytest.fixture(scope="session")
+def gem5_binary():
+    """A real gem5 (trapline.gem5.binary.for_tests: GEM5 or gem5.opt on PATH, else the
+    shared binary in ../shared/gem5/ unpacked into the cache by its sha256). Without
+    one the test is skipped, and -ra prints why."""
+    from trapline.gem5 import binary
+    try:
+        return binary.for_tests()
+    except binary.Gem5Missing as e:
+        pytest.skip(f"no gem5: {e}")

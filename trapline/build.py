@@ -10,6 +10,13 @@ and flags (trapline/arch.py), and the full
 ``--version`` of the compiler and make.
 A build goes to a temporary directory and is renamed into place, so a killed
 build never leaves a half-filled cache entry.
+
+A flavour is a variant of the same sources with more compiler flags (FLAVOURS,
+the one place that says which): the default ("") is what every lane runs;
+"gem5" adds -DTL_GEM5, which turns the region markers of kernels/common/trapline.h
+into gem5's m5 ops (reset the stats at a region's start, dump them at its end).
+A flavour has its own cache key and directory (``<arch>-gem5-<key>``); the
+default's key and directory are what they were before flavours existed.
 """
 
 from __future__ import annotations
@@ -21,11 +28,14 @@ from functools import lru_cache
 from pathlib import Path
 
 from trapline import arch as arch_table
-from trapline.errors import RunFailed
+from trapline.errors import RunFailed, UsageError
 from trapline.experiment import kernels_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 ARCHES = arch_table.ARCHES  # the one architecture table (trapline/arch.py)
+
+# Build flavours: the compiler flags each adds to the architecture's.
+FLAVOURS = {"": "", "gem5": "-DTL_GEM5"}
 
 
 def cache_root() -> Path:
@@ -36,10 +46,22 @@ def check_arch(arch: str) -> None:
     arch_table.get(arch)  # UsageError naming the valid choices
 
 
-def make_vars(arch: str) -> list[str]:
-    """What kernels/Makefile takes from the architecture table."""
+def check_flavour(flavour: str) -> None:
+    if flavour not in FLAVOURS:
+        raise UsageError(f"unknown build flavour '{flavour}'; valid choices: "
+                         f"{', '.join(repr(f) if not f else f for f in FLAVOURS)}")
+
+
+def cflags(arch: str, flavour: str = "") -> str:
+    """The architecture's code generation flags plus the flavour's."""
+    check_flavour(flavour)
+    return " ".join(f for f in (arch_table.get(arch).cflags, FLAVOURS[flavour]) if f)
+
+
+def make_vars(arch: str, flavour: str = "") -> list[str]:
+    """What kernels/Makefile takes from the architecture table (and the flavour)."""
     a = arch_table.get(arch)
-    return [f"ARCH={arch}", f"CC={a.cc}", f"OBJDUMP={a.objdump}", f"ARCHFLAGS={a.cflags}"]
+    return [f"ARCH={arch}", f"CC={a.cc}", f"OBJDUMP={a.objdump}", f"ARCHFLAGS={cflags(arch, flavour)}"]
 
 
 @lru_cache(maxsize=None)
@@ -66,11 +88,11 @@ def source_files() -> list[Path]:
                   if p.is_file() and "__pycache__" not in p.parts and p.name not in NOT_BUILD_INPUTS)
 
 
-def input_hash(arch: str) -> str:
+def input_hash(arch: str, flavour: str = "") -> str:
     a = arch_table.get(arch)
     h = hashlib.sha256()
     h.update(f"arch={arch}\n".encode())
-    h.update(f"cc={a.cc} archflags={a.cflags}\n".encode())
+    h.update(f"cc={a.cc} archflags={cflags(arch, flavour)}\n".encode())
     h.update(_tool_version(a.cc).encode())
     h.update(_tool_version("make").encode())
     for p in source_files():
@@ -79,32 +101,33 @@ def input_hash(arch: str) -> str:
     return h.hexdigest()
 
 
-def build(arch: str, log=None) -> Path:
-    """Return the directory holding every kernel binary for arch, building it
-    if no cache entry with the same inputs exists."""
-    key = input_hash(arch)
+def build(arch: str, log=None, flavour: str = "") -> Path:
+    """Return the directory holding every kernel binary for arch (in the given
+    flavour), building it if no cache entry with the same inputs exists."""
+    key = input_hash(arch, flavour)
+    name = f"{arch}-{flavour}" if flavour else arch
     root = cache_root() / "kernels"
-    out = root / f"{arch}-{key[:16]}"
+    out = root / f"{name}-{key[:16]}"
     if (out / ".complete").exists():
         return out
     import shutil
     import subprocess
     import tempfile
     root.mkdir(parents=True, exist_ok=True)
-    with open(root / f".lock-{arch}", "w") as lock:
+    with open(root / f".lock-{name}", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (out / ".complete").exists():
             return out
         if log:
-            log(f"building kernels for {arch} (cache {out.name})")
-        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{arch}-", dir=root))
+            log(f"building kernels for {name} (cache {out.name})")
+        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=root))
         try:
             jobs = str(os.cpu_count() or 2)
-            proc = subprocess.run(["make", "-s", "-C", str(kernels_dir()), *make_vars(arch), f"O={tmp}", "-j", jobs, "all"],
+            proc = subprocess.run(["make", "-s", "-C", str(kernels_dir()), *make_vars(arch, flavour), f"O={tmp}", "-j", jobs, "all"],
                                   capture_output=True, text=True)
             if proc.returncode != 0:
                 tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-25:])
-                raise RunFailed(f"building kernels for {arch} failed:\n{tail}")
+                raise RunFailed(f"building kernels for {name} failed:\n{tail}")
             (tmp / ".complete").write_text(key + "\n")
             if out.exists():
                 shutil.rmtree(out)

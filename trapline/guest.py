@@ -35,6 +35,7 @@ from trapline import arch as arch_table, build
 from trapline.errors import UsageError
 from trapline.images import IMAGES, Image
 from trapline.proc import run_command, tail, tool_version
+from trapline.results import sha256_file
 
 if TYPE_CHECKING:
     from trapline.context import RunContext
@@ -306,14 +307,6 @@ def _split_plugin(qemu_extra: list[str] | None) -> tuple[list[str], list[str]]:
     return plugin, rest
 
 
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def snapshot_key(image: Image, machine_extra: list[str]) -> tuple[str, dict]:
     """The key of the image's snapshot and what it was computed from: the QEMU
     command line the restored machine must be started with (boot.sh's own dry
@@ -326,18 +319,18 @@ def snapshot_key(image: Image, machine_extra: list[str]) -> tuple[str, dict]:
     line = next((l.split("qemu:", 1)[1].strip() for l in out.stderr.splitlines() if l.startswith("boot.sh: qemu:")), "")
     if out.returncode != 0 or not line:
         raise RuntimeError(f"images/boot.sh's dry run failed: {tail(out.stderr, 5)}")
-    files = {"kernel": (image.kernel, image.facts.get("LINUX_SHA256") or _sha256_file(image.kernel)),
-             "initrd": (image.initrd, image.facts.get("INITRD_SHA256") or _sha256_file(image.initrd))}
+    files = {"kernel": (image.kernel, image.facts.get("LINUX_SHA256") or sha256_file(image.kernel)),
+             "initrd": (image.initrd, image.facts.get("INITRD_SHA256") or sha256_file(image.initrd))}
     if image.dtb:
-        files["dtb"] = (image.dtb, _sha256_file(image.dtb))
+        files["dtb"] = (image.dtb, sha256_file(image.dtb))
     for name, (path, digest) in files.items():
         line = line.replace(str(path), f"<{name} sha256:{digest}>")
     inputs = {"format": SNAPSHOT_FORMAT, "arch": image.arch, "qemu_cmdline": line,
-              "qemu": qemu_version(image.arch), "boot_sh_sha256": _sha256_file(IMAGES / "boot.sh")}
+              "qemu": qemu_version(image.arch), "boot_sh_sha256": sha256_file(IMAGES / "boot.sh")}
     host_page = arch_table.get(image.arch).snapshot_host_page
     if host_page:  # QEMU runs with this preloaded to save and restore the machine (boot.sh)
         inputs["qemu_pagesize"] = {"host_page": host_page,
-                                   "sha256": _sha256_file(IMAGES / "qemu-pagesize.c")}
+                                   "sha256": sha256_file(IMAGES / "qemu-pagesize.c")}
     key = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
     return key, inputs
 
@@ -485,7 +478,7 @@ def write_payload(snap: Snapshot, payload: str, dest: Path) -> str | None:
         return f"the commands ({len(text)} bytes) do not fit the snapshot's {room * len(meta['offsets'])} bytes"
     st = snap.state.stat()
     if st.st_size != meta["bytes"] or (st.st_mtime_ns != meta.get("mtime_ns")
-                                       and _sha256_file(snap.state) != meta["sha256"]):
+                                       and sha256_file(snap.state) != meta["sha256"]):
         return f"its state file does not match its sha256 ({snap.state}: corrupt or changed)"
     shutil.copyfile(snap.state, dest)
     with open(dest, "r+b") as f:

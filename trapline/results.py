@@ -188,6 +188,15 @@ def atomic_write(path: Path, data: str | bytes) -> None:
         raise
 
 
+def sha256_file(path: Path) -> str:
+    """The sha256 of a file, read 1 MiB at a time (guest images, gem5's 48 MB binary)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def atomic_json(path: Path, obj: Any) -> None:
     atomic_write(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
 

@@ -39,7 +39,7 @@ O3_FETCH_BUFFER = 64  # BaseO3CPU.fetchBufferSize default, bytes (src/cpu/o3/Bas
 
 
 class TraplineBoard(SimpleBoard):
-    """One core of a trapline machine, its caches and its memory, in SE mode.
+    """The cores of a trapline machine (one by default), its caches and its memory, in SE mode.
 
     Example (ultrasparc-t1): clock "1.2GHz", ISA.SPARC, one TIMING core with
     64-entry instruction and data TLBs, 16-byte lines (the L1D's), L1I "16KiB"
@@ -47,19 +47,22 @@ class TraplineBoard(SimpleBoard):
     """
 
     def __init__(self, params: Gem5Params, cpu_type: CPUTypes = CPUTypes.TIMING,
-                 mem_size: Optional[str] = None) -> None:
+                 mem_size: Optional[str] = None, num_cores: int = 1) -> None:
         """
         :param params: the machine (``Gem5Params.from_json(open("machine.json").read())``).
         :param cpu_type: CPUTypes.TIMING (not pipelined: every instruction waits for its
             fetch and its data access), CPUTypes.MINOR (in-order pipeline) or CPUTypes.O3.
         :param mem_size: simulated memory size (default params.memory.size, "512MiB").
+        :param num_cores: cores of the processor, each with its private caches; in SE
+            mode every thread of the program needs a core of its own (a thread
+            created when every core is busy fails: pthread_create returns EAGAIN).
         """
-        processor = SimpleProcessor(cpu_type=cpu_type, num_cores=1, isa=ISA[params.isa])
+        processor = SimpleProcessor(cpu_type=cpu_type, num_cores=num_cores, isa=ISA[params.isa])
         super().__init__(
             clk_freq=params.clock,
             processor=processor,
             memory=TraplineMemory(params.memory, size=mem_size),
-            cache_hierarchy=TraplineCacheHierarchy(params),
+            cache_hierarchy=TraplineCacheHierarchy(params, num_cores=num_cores),
         )
         self._trapline_params = params
         self.cache_line_size = params.cache_line_size

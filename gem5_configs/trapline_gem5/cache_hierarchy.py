@@ -45,7 +45,7 @@ from gem5.components.cachehierarchies.classic.caches.mmu_cache import MMUCache
 from gem5.isas import ISA
 from gem5.utils.override import overrides
 
-from .params import WALK_CACHE_SIZE, CacheLevel, Gem5Params, XBarParams, snoop_filter_capacity
+from .params import WALK_CACHE_SIZE, CacheLevel, Gem5Params, XBarParams, shared_level, snoop_filter_capacity
 
 _XBARS = {"L2XBar": L2XBar, "SystemXBar": SystemXBar}
 _REPLACEMENT = {"LRURP": LRURP}
@@ -83,18 +83,25 @@ def make_xbar(xbar: XBarParams, snoop_capacity: str) -> BaseXBar:
 
 
 class TraplineCacheHierarchy(AbstractClassicCacheHierarchy):
-    """Private L1I and L1D, an optional L2 and an optional L3, and a memory bus,
-    for one core, with the sizes, associativities and latencies of a trapline
-    machine.
+    """Each core's private L1I and L1D, an optional L2 and an optional L3, and a
+    memory bus, with the sizes, associativities and latencies of a trapline
+    machine. The last level is shared by the cores and the levels above it are
+    private (``params.shared_level``): with an L3, each core has its own L2.
 
-    Example (x86-2012-server): L1I and L1D "32KiB" 8-way (4-cycle hits), L2
-    "256KiB" 8-way (12-cycle load-to-use), L3 "20MiB" 20-way (30 cycles), all
-    with 64-byte lines (the board's cache_line_size), and a SystemXBar to the
-    memory. The L1s talk to the L2 through an L2XBar, the L2 to the L3 through
-    another; without an L2 the L1s sit on the memory bus.
+    Example (x86-2012-server, one core): L1I and L1D "32KiB" 8-way (4-cycle
+    hits), L2 "256KiB" 8-way (12-cycle load-to-use), L3 "20MiB" 20-way (30
+    cycles), all with 64-byte lines (the board's cache_line_size), and a
+    SystemXBar to the memory. The L1s talk to the L2 through an L2XBar, the L2
+    to the L3 through another; without an L2 the L1s sit on the memory bus.
+
+    Per-core objects are lists, one entry per core (gem5 names a one-entry list
+    without an index: ``board.cache_hierarchy.l1dcaches``; with two cores
+    ``l1dcaches0`` and ``l1dcaches1``): l1icaches, l1dcaches, l2buses, l2caches
+    (one shared entry when the L2 is the last level), iptw_caches, dptw_caches.
+    The shared l3bus, l3cache and membus are single objects.
     """
 
-    def __init__(self, params: Gem5Params, membus: Optional[BaseXBar] = None) -> None:
+    def __init__(self, params: Gem5Params, membus: Optional[BaseXBar] = None, num_cores: int = 1) -> None:
         """
         :param params: the machine's parameters (``trapline_gem5.params.from_machine``
             or ``Gem5Params.from_json``); its caches give each level's size ("32KiB"),
@@ -103,11 +110,13 @@ class TraplineCacheHierarchy(AbstractClassicCacheHierarchy):
         :param membus: the memory bus; by default a SystemXBar with params.membus
             (width 64 bytes, latencies 3/4/2 cycles), a snoop filter sized for the
             caches above it, and a BadAddr default responder.
+        :param num_cores: the processor's cores (the board checks they agree).
         """
         AbstractClassicCacheHierarchy.__init__(self=self)
-        self._params = params
+        self._trapline_params = params
+        self._num_cores = num_cores
         if membus is None:
-            membus = make_xbar(params.membus, snoop_filter_capacity(params, "membus"))
+            membus = make_xbar(params.membus, snoop_filter_capacity(params, "membus", num_cores))
             membus.badaddr_responder = BadAddr()
             membus.default = membus.badaddr_responder.pio
         self.membus = membus
@@ -120,64 +129,67 @@ class TraplineCacheHierarchy(AbstractClassicCacheHierarchy):
     def get_cpu_side_port(self) -> Port:
         return self.membus.cpu_side_ports
 
-    def levels(self) -> Dict[str, Cache]:
-        """The caches built by incorporate_cache, by level name (l1i, l1d, l2, l3)."""
-        out = {"l1i": self.l1icache, "l1d": self.l1dcache}
-        if self._params.l2 is not None:
-            out["l2"] = self.l2cache
-        if self._params.l3 is not None:
+    def levels(self, core: int = 0) -> Dict[str, Cache]:
+        """The caches a core sees, built by incorporate_cache, by level name (l1i, l1d, l2, l3)."""
+        out = {"l1i": self.l1icaches[core], "l1d": self.l1dcaches[core]}
+        if self._trapline_params.l2 is not None:
+            out["l2"] = self.l2caches[core if len(self.l2caches) > 1 else 0]
+        if self._trapline_params.l3 is not None:
             out["l3"] = self.l3cache
         return out
 
     @overrides(AbstractCacheHierarchy)
     def incorporate_cache(self, board: AbstractBoard) -> None:
-        p = self._params
+        p = self._trapline_params
         cores = board.get_processor().get_cores()
-        if len(cores) != 1:
-            raise ValueError(f"TraplineCacheHierarchy models one core, the processor has {len(cores)}")
+        n = len(cores)
+        if n != self._num_cores:
+            raise ValueError(f"TraplineCacheHierarchy was made for {self._num_cores} core(s), the processor has {n}")
         if board.has_coherent_io():
             raise ValueError("TraplineCacheHierarchy is for SE mode on a SimpleBoard (no coherent I/O)")
-        core = cores[0]
 
         # Functional accesses from the simulator, and the memory behind the bus.
         board.connect_system_port(self.membus.cpu_side_ports)
         for _, port in board.get_memory().get_mem_ports():
             self.membus.mem_side_ports = port
 
-        self.l1icache = make_cache(p.l1i)
-        self.l1dcache = make_cache(p.l1d)
-        core.connect_icache(self.l1icache.cpu_side)
-        core.connect_dcache(self.l1dcache.cpu_side)
+        # Bottom up: the shared levels, then each core's private ones.
+        below_l2 = self.membus
+        if p.l3 is not None:
+            self.l3bus = make_xbar(p.cache_bus, snoop_filter_capacity(p, "l3bus", n))
+            self.l3cache = make_cache(p.l3)
+            self.l3bus.mem_side_ports = self.l3cache.cpu_side
+            self.l3cache.mem_side = self.membus.cpu_side_ports
+            below_l2 = self.l3bus
+        shared_l2 = p.l2 is not None and shared_level(p) == "l2"
+        l2_count = 0 if p.l2 is None else 1 if shared_l2 else n
+        self.l2buses = [make_xbar(p.cache_bus, snoop_filter_capacity(p, "l2bus", n)) for _ in range(l2_count)]
+        self.l2caches = [make_cache(p.l2) for _ in range(l2_count)]
+        for bus, l2 in zip(self.l2buses, self.l2caches):
+            bus.mem_side_ports = l2.cpu_side
+            l2.mem_side = below_l2.cpu_side_ports
 
-        # Top down: the bus the L1s (and the page-walk caches) send their misses to.
-        l1_bus = self.membus
-        if p.l2 is not None:
-            self.l2bus = make_xbar(p.cache_bus, snoop_filter_capacity(p, "l2bus"))
-            self.l2cache = make_cache(p.l2)
-            self.l2bus.mem_side_ports = self.l2cache.cpu_side
-            l1_bus = self.l2bus
-            if p.l3 is not None:
-                self.l3bus = make_xbar(p.cache_bus, snoop_filter_capacity(p, "l3bus"))
-                self.l3cache = make_cache(p.l3)
-                self.l2cache.mem_side = self.l3bus.cpu_side_ports
-                self.l3bus.mem_side_ports = self.l3cache.cpu_side
-                self.l3cache.mem_side = self.membus.cpu_side_ports
-            else:
-                self.l2cache.mem_side = self.membus.cpu_side_ports
-        self.l1icache.mem_side = l1_bus.cpu_side_ports
-        self.l1dcache.mem_side = l1_bus.cpu_side_ports
-
+        self.l1icaches = [make_cache(p.l1i) for _ in range(n)]
+        self.l1dcaches = [make_cache(p.l1d) for _ in range(n)]
         # Page-table walkers (x86, ARM) get small caches like the stdlib's; an MMU
         # without walkers (SPARC) has none, and a cache with an unconnected port
         # is a fatal error (BaseCache::init).
-        if type(core.get_mmu()).walkerPorts():
-            self.iptw_cache = MMUCache(size=WALK_CACHE_SIZE)
-            self.dptw_cache = MMUCache(size=WALK_CACHE_SIZE)
-            self.iptw_cache.mem_side = l1_bus.cpu_side_ports
-            self.dptw_cache.mem_side = l1_bus.cpu_side_ports
-            core.connect_walker_ports(self.iptw_cache.cpu_side, self.dptw_cache.cpu_side)
-
-        if board.get_processor().get_isa() == ISA.X86:
-            core.connect_interrupt(self.membus.mem_side_ports, self.membus.cpu_side_ports)
-        else:
-            core.connect_interrupt()
+        walkers = bool(type(cores[0].get_mmu()).walkerPorts())
+        if walkers:
+            self.iptw_caches = [MMUCache(size=WALK_CACHE_SIZE) for _ in range(n)]
+            self.dptw_caches = [MMUCache(size=WALK_CACHE_SIZE) for _ in range(n)]
+        for i, core in enumerate(cores):
+            # the bus this core's L1s (and page-walk caches) send their misses to
+            l1_bus = self.membus if p.l2 is None else self.l2buses[0 if shared_l2 else i]
+            core.connect_icache(self.l1icaches[i].cpu_side)
+            core.connect_dcache(self.l1dcaches[i].cpu_side)
+            self.l1icaches[i].mem_side = l1_bus.cpu_side_ports
+            self.l1dcaches[i].mem_side = l1_bus.cpu_side_ports
+            if walkers:
+                self.iptw_caches[i].mem_side = l1_bus.cpu_side_ports
+                self.dptw_caches[i].mem_side = l1_bus.cpu_side_ports
+                core.connect_walker_ports(self.iptw_caches[i].cpu_side, self.dptw_caches[i].cpu_side)
+            if board.get_processor().get_isa() == ISA.X86:
+                core.connect_interrupt(self.membus.mem_side_ports, self.membus.cpu_side_ports)
+            else:
+                core.connect_interrupt()

@@ -61,6 +61,10 @@ TLB_SOURCE = {"X86": "X86TLB.size, src/arch/x86/X86TLB.py", "SPARC": "SparcTLB.s
 # SparcISA::NWindows = 8, a constant (src/arch/sparc/sparc_traits.hh).
 SPARC_NWINDOWS = 8
 
+# gem5's SPARC TLB is the T1's: SparcISA::TLB::TLB stops with "SPARC T1 TLB registers don't
+# support more than 64 TLB entries" for a larger size (src/arch/sparc/tlb.cc).
+SPARC_TLB_MAX = 64
+
 # Fixed per-cache choices (src/mem/cache/Cache.py has no defaults for these).
 TAG_LATENCY = 1          # cycles; a miss pays this before going down
 RESPONSE_LATENCY = 1     # cycles; a fill pays this on the way back up
@@ -296,17 +300,28 @@ CACHE_BUS = XBarParams(kind="L2XBar", width=32, frontend_latency=1, forward_late
 MEMBUS = XBarParams(kind="SystemXBar", width=64, frontend_latency=3, forward_latency=4, response_latency=2)
 
 
-def snoop_filter_capacity(params: Gem5Params, bus: str) -> str:
+def shared_level(params: Gem5Params) -> Optional[str]:
+    """The level every core shares: the last one (the L3, else the L2); the levels
+    above it are private to each core. None without an L2 (the L1s sit on the
+    memory bus). The machine files say which levels are shared only in prose
+    (x86 L3s, the T1's L2); the IV+'s L2, shared there, is private here."""
+    return "l3" if params.l3 is not None else "l2" if params.l2 is not None else None
+
+
+def snoop_filter_capacity(params: Gem5Params, bus: str, cores: int = 1) -> str:
     """SnoopFilter.max_capacity for a bus ("l2bus", "l3bus" or "membus"): at least
-    the bytes cached above it (L1s, page-walk caches, and the L2/L3 above that
-    bus), rounded up to a power of two, and never below gem5's 8MiB default."""
-    above = params.l1i.size_bytes + params.l1d.size_bytes + 2 * WALK_CACHE_BYTES
-    if bus in ("l3bus", "membus") and params.l2 is not None:
-        above += params.l2.size_bytes
-    if bus == "membus" and params.l3 is not None:
-        above += params.l3.size_bytes
+    the bytes cached above it (each core's L1s and page-walk caches, the L2s above
+    that bus), rounded up to a power of two, and never below gem5's 8MiB default.
+    A private L2 bus (below a core's L1s when an L3 is shared) sees one core's."""
     if bus not in ("l2bus", "l3bus", "membus"):
         raise ParamsError(f"bus '{bus}': valid choices: l2bus, l3bus, membus")
+    l1s = params.l1i.size_bytes + params.l1d.size_bytes + 2 * WALK_CACHE_BYTES
+    private_l2 = shared_level(params) == "l3"
+    above = l1s * (1 if bus == "l2bus" and private_l2 else cores)
+    if bus in ("l3bus", "membus") and params.l2 is not None:
+        above += params.l2.size_bytes * (cores if private_l2 else 1)
+    if bus == "membus" and params.l3 is not None:
+        above += params.l3.size_bytes
     return gem5_size(max(SNOOP_FILTER_DEFAULT_BYTES, 1 << (above - 1).bit_length()))
 
 
@@ -471,7 +486,14 @@ def from_machine(machine: Any, mem_size: str = MEM_SIZE) -> Gem5Params:
     for t in ("itlb", "dtlb"):
         at = f"tlb.{t}"
         gem = "itb" if t == "itlb" else "dtb"
-        mapped[f"{at}.entries"] = f"mmu.{gem}.size ({TLB_SOURCE[isa]})"
+        entries = int(_get(f"{at}.entries"))
+        if isa == "SPARC" and entries > SPARC_TLB_MAX:
+            note(f"{at}.entries", f"capped at {SPARC_TLB_MAX}: gem5's SPARC TLB is the T1's and refuses more "
+                                  f"entries (SparcISA::TLB::TLB, src/arch/sparc/tlb.cc: \"SPARC T1 TLB registers "
+                                  f"don't support more than 64 TLB entries\"); mmu.{gem}.size = {SPARC_TLB_MAX}, "
+                                  f"not {entries}, so this TLB misses more often than the machine's")
+        else:
+            mapped[f"{at}.entries"] = f"mmu.{gem}.size ({TLB_SOURCE[isa]})"
         if _get(f"{at}.assoc") == "full":
             mapped[f"{at}.assoc"] = f"fully associative, as gem5's {isa} TLB with mmu.{gem}.size entries"
         else:
@@ -505,8 +527,11 @@ def from_machine(machine: Any, mem_size: str = MEM_SIZE) -> Gem5Params:
             for k in ("kind", "entries", "assoc", "latency"):
                 if f"tlb.stlb.{k}" in leaves(data):
                     note(f"tlb.stlb.{k}", why)
-    tlb = TLBParams(page_bytes=PAGE_BYTES[isa], itb_size=int(_get("tlb.itlb.entries")),
-                    dtb_size=int(_get("tlb.dtlb.entries")), l2_size=l2_size)
+    def tlb_size(t: str) -> int:
+        n = int(_get(f"tlb.{t}.entries"))
+        return min(n, SPARC_TLB_MAX) if isa == "SPARC" else n
+    tlb = TLBParams(page_bytes=PAGE_BYTES[isa], itb_size=tlb_size("itlb"), dtb_size=tlb_size("dtlb"),
+                    l2_size=l2_size)
 
     # ---- what the QEMU timing model charges and gem5 does not
     unaligned = {

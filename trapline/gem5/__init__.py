@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from trapline import arch as arch_table, machine as machines
-from trapline.errors import UsageError
+from trapline.errors import RunFailed, UsageError
 from trapline.machine import paths, schema
 
 FORMAT = 1
@@ -113,15 +113,27 @@ def write(machine: str, sets: list[str], output: str | None) -> None:
     print(out)
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+def cli_status(fn) -> int:
+    """Run fn() for a `python -m trapline.gem5...` command: 0, or the CLI's one line and
+    status for an error (bad input 2, a failed run 1), as ./run.sh prints them."""
     try:
-        args = parser().parse_args(argv)
-        write(args.machine, args.set, args.output)
+        fn()
     except UsageError as e:
         print(f"trapline: error: {e}", file=sys.stderr)
         return 2
+    except RunFailed as e:
+        print(f"trapline: failed: {e}", file=sys.stderr)
+        return 1
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+
+    def go():
+        args = parser().parse_args(argv)
+        write(args.machine, args.set, args.output)
+    return cli_status(go)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,220 @@
+"""Where gem5 comes from, and what it is.
+
+gem5 is a tool the user brings (docs/gem5.md, "Get gem5"): trapline never
+vendors, downloads or builds it. One place finds it:
+
+    find(flag)        the --gem5 PATH value, else $GEM5, else gem5.opt or gem5 on PATH;
+                      none: Gem5Missing, one line saying how to get one
+    facts(path)       for the manifest: sha256, version, ISAs, Ruby protocol
+
+``gem5.opt --version`` does not exist and ``-B`` fails in v24, so the version
+comes from a table keyed by the binary's sha256 (KNOWN) and, for any binary,
+from a tiny gem5 run (gem5_configs/probe.py, about 0.2 s) that also lists the
+ISAs it was built with. Both are cached in ``<cache>/gem5/facts.json``: the
+sha256 (of a 48 MB file) by path, size and mtime, the probe by sha256.
+
+For the tests and CI: ``for_tests()`` is find()'s binary when there is one,
+else the shared one (``../shared/gem5/gem5-v24.0.0.1-X86_SPARC.opt.xz`` beside
+the clone, or ``$TRAPLINE_GEM5_XZ``), unpacked once into
+``<cache>/gem5/<xz sha256>/gem5.opt`` (verified against KNOWN_XZ, atomically:
+concurrent test workers wait for one unpacker).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import lzma
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from trapline.build import cache_root
+from trapline.errors import RunFailed, UsageError
+from trapline.proc import run_command, tail
+from trapline.results import atomic_json, sha256_file
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+PROBE = ROOT / "gem5_configs" / "probe.py"
+PROBE_MARK = "TRAPLINE-PROBE "
+ENV = "GEM5"                      # the gem5 binary
+XZ_ENV = "TRAPLINE_GEM5_XZ"       # tests and CI: an xz-compressed gem5 binary to unpack
+NAMES = ("gem5.opt", "gem5")      # looked for on PATH, in this order
+SHARED_XZ = Path("shared") / "gem5" / "gem5-v24.0.0.1-X86_SPARC.opt.xz"  # beside the clone (../shared/gem5/)
+
+# gem5 binaries trapline has met, by sha256: what they are (/work/shared/gem5/README.md for the first).
+KNOWN = {
+    "6f40e66a0a463f228a1be0a42947bdde15c93f32f2b6907c4831db994e73291f":
+        "v24.0.0.1 (X86+SPARC, Ruby MESI_Two_Level)",
+}
+# xz files of those binaries: xz sha256 -> the unpacked binary's sha256
+KNOWN_XZ = {
+    "8311d770309f442a0e4bd78c13b01de7373dc0e1e7997743277ae0e9b74ca58b":
+        "6f40e66a0a463f228a1be0a42947bdde15c93f32f2b6907c4831db994e73291f",
+}
+HOW_TO_GET = ("pass --gem5 PATH, set GEM5=PATH, or put gem5.opt on PATH; to build one (gem5 v24.0.0.1, "
+              "about 90 minutes on 2 cores): docs/gem5.md, 'Get gem5'")
+
+
+class Gem5Missing(RunFailed):
+    """No gem5 binary was found (the message says how to get one)."""
+
+
+def find(flag: str | os.PathLike | None = None, environ: dict | None = None) -> Path:
+    """The gem5 binary: `flag` (the --gem5 value), else $GEM5, else gem5.opt or gem5
+    on PATH. A path given by the flag or GEM5 that is not an executable file is a
+    UsageError naming where it came from; no gem5 at all is Gem5Missing."""
+    env = os.environ if environ is None else environ
+    for where, value in (("--gem5", flag), (ENV, env.get(ENV))):
+        if value:
+            p = Path(value).expanduser()
+            if not (p.is_file() and os.access(p, os.X_OK)):
+                raise UsageError(f"{where} {value}: not an executable file; {HOW_TO_GET}")
+            return p.resolve()
+    for name in NAMES:
+        found = shutil.which(name, path=env.get("PATH", os.defpath))
+        if found:
+            return Path(found).resolve()
+    raise Gem5Missing(f"gem5 not found: {HOW_TO_GET}")
+
+
+# ---------------------------------------------------------------- facts
+
+def _facts_file() -> Path:
+    return cache_root() / "gem5" / "facts.json"
+
+
+def _load_facts() -> dict:
+    try:
+        d = json.loads(_facts_file().read_text())
+        return d if isinstance(d, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _save_facts(d: dict) -> None:
+    try:
+        atomic_json(_facts_file(), d)
+    except OSError:
+        pass  # a cache: a read-only or full disk only costs the next run a rehash
+
+
+def sha256_of(path: Path) -> str:
+    """The binary's sha256, cached by its resolved path, size and mtime."""
+    path = Path(path).resolve()
+    st = path.stat()
+    key = f"{path}:{st.st_size}:{st.st_mtime_ns}"
+    cache = _load_facts()
+    hit = cache.get("sha256", {}).get(key)
+    if hit:
+        return hit
+    digest = sha256_file(path)
+    cache = _load_facts()
+    cache.setdefault("sha256", {})[key] = digest
+    _save_facts(cache)
+    return digest
+
+
+def probe(path: Path, timeout: float = 120) -> dict:
+    """What the binary says about itself: {"version", "isas", "protocol"} (a tiny gem5
+    run of gem5_configs/probe.py), cached by sha256. RunFailed with gem5's last lines
+    when it cannot run (a missing runtime library, a binary for another machine)."""
+    digest = sha256_of(path)
+    hit = _load_facts().get("probe", {}).get(digest)
+    if hit:
+        return hit
+    with tempfile.TemporaryDirectory(prefix="trapline-gem5-probe-") as tmp:
+        try:
+            status, out, err = run_command([str(path), "-q", f"--outdir={tmp}", str(PROBE)], timeout, cwd=Path(tmp))
+        except OSError as e:
+            raise RunFailed(f"gem5 {path} cannot be started: {e.strerror}") from None
+    line = next((ln for ln in out.splitlines() if ln.startswith(PROBE_MARK)), None)
+    if status != 0 or line is None:
+        why = "timed out" if status is None else f"exited with status {status}"
+        raise RunFailed(f"gem5 {path} {why} when asked what it is (gem5 {PROBE.name}); its runtime libraries are "
+                        f"Debian packages (run.sh installs them, docs/gem5.md); last lines:\n{tail(out + err, 10)}")
+    found = json.loads(line[len(PROBE_MARK):])
+    cache = _load_facts()
+    cache.setdefault("probe", {})[digest] = found
+    _save_facts(cache)
+    return found
+
+
+def facts(path: Path) -> dict:
+    """For the manifest: {"path", "sha256", "bytes", "version", "reports_version",
+    "isas", "protocol"}. version is KNOWN's description of the sha256, or
+    "unknown version (sha256 ...)"; reports_version is what gem5 itself says."""
+    path = Path(path).resolve()
+    digest = sha256_of(path)
+    p = probe(path)
+    return {"path": str(path), "sha256": digest, "bytes": path.stat().st_size,
+            "version": KNOWN.get(digest, f"unknown version (sha256 {digest})"),
+            "reports_version": p.get("version"), "isas": list(p.get("isas", [])), "protocol": p.get("protocol", "")}
+
+
+# ---------------------------------------------------------------- the shared binary (tests, CI)
+
+def shared_xz(environ: dict | None = None) -> Path | None:
+    """$TRAPLINE_GEM5_XZ, else ../shared/gem5/<xz> beside the clone (or beside any
+    directory above it: a git worktree sits deeper than the clone); None if neither."""
+    env = os.environ if environ is None else environ
+    if env.get(XZ_ENV):
+        p = Path(env[XZ_ENV]).expanduser()
+        if not p.is_file():
+            raise UsageError(f"{XZ_ENV} {p}: no such file")
+        return p.resolve()
+    for d in [ROOT, *ROOT.parents]:
+        if (d.parent / SHARED_XZ).is_file():
+            return (d.parent / SHARED_XZ).resolve()
+    return None
+
+
+def unpack(xz: Path) -> Path:
+    """The gem5 binary in `xz`, unpacked once into <cache>/gem5/<xz sha256[:16]>/gem5.opt:
+    to a temporary file, checked against KNOWN_XZ (an unknown xz is unpacked as it is),
+    made executable and renamed into place under a lock."""
+    xz = Path(xz)
+    key = sha256_file(xz)
+    root = cache_root() / "gem5"
+    out = root / key[:16] / "gem5.opt"
+    if out.is_file():
+        return out
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f".lock-{key[:16]}", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if out.is_file():
+            return out
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".gem5.opt.", dir=out.parent)
+        try:
+            h = hashlib.sha256()
+            with os.fdopen(fd, "wb") as dst, lzma.open(xz) as src:
+                for block in iter(lambda: src.read(1 << 20), b""):
+                    h.update(block)
+                    dst.write(block)
+            want = KNOWN_XZ.get(key)
+            if want and h.hexdigest() != want:
+                raise RunFailed(f"{xz} unpacks to a binary with sha256 {h.hexdigest()}, not {want}")
+            os.chmod(tmp, 0o755)
+            os.replace(tmp, out)
+        except lzma.LZMAError as e:
+            raise RunFailed(f"{xz} is not a readable xz file: {e}") from None
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    return out
+
+
+def for_tests(environ: dict | None = None) -> Path:
+    """The gem5 the tests use: find()'s, else the shared binary unpacked into the
+    cache. Gem5Missing (the reason a test is skipped) when there is neither."""
+    try:
+        return find(environ=environ)
+    except Gem5Missing as e:
+        xz = shared_xz(environ)
+        if xz is None:
+            raise Gem5Missing(f"{e}; and no shared binary: set {XZ_ENV} or put {SHARED_XZ.name} in "
+                              f"../{SHARED_XZ.parent}/ beside the clone") from None
+        return unpack(xz)

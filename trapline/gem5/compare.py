@@ -1,0 +1,131 @@
+"""The same kernel on the same machine under gem5 and under the timing model,
+side by side: per sample group, the time per operation and the counts per
+operation both simulators produce (gem5_* beside model_*, by suffix).
+
+    python -m trapline.gem5.compare --machine x86-2012-server --cpu o3 --cpu timing \\
+        "loop-order/loop-order variant=row rows=512 cols=512 reps=2 warmup=1" \\
+        "loop-order/loop-order variant=column rows=512 cols=512 reps=2 warmup=1"
+
+Each RUN is a kernel binary (EXPERIMENT/BINARY, as in the experiment files)
+and its arguments. The model runs the default build (its region markers are
+NOPs it recognises), gem5 the gem5 flavour (the same markers as m5 ops); the
+code between the markers is the same source. Figures: docs/gem5.md. --json
+prints the rows as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import statistics
+import sys
+import time
+
+from trapline import arch as arch_table, build, kernelio, machine as machines
+from trapline.errors import RunFailed
+from trapline.gem5 import binary, cli_status, run, stats
+
+# the counts shown per operation, by suffix (gem5_<s> beside model_<s>)
+SUFFIXES = ("instructions", "l1d_misses", "l1d_line_fetches", "l1d_upgrades", "l2_misses", "l3_misses", "dtlb_misses", "itlb_misses",
+            "l1i_misses", "locked_lines")
+
+
+def _groups(out: kernelio.KernelOutput, prefix: str) -> dict[tuple, dict]:
+    """{group key: {"ns_per_op": median, "<suffix>": median count per op}} of paired output."""
+    by: dict[tuple, dict] = {}
+    for s in out.samples:
+        g = by.setdefault(kernelio.group_key(s), {"ns": [], "label": _label(s)})
+        g["ns"].append(s["ns"] / s["ops"])
+    for c in out.counts:
+        if not c.get("name", "").startswith(prefix + "_"):
+            continue
+        key = kernelio.group_key({k: v for k, v in c.items() if k not in ("name", "value")})
+        if key in by:
+            by[key].setdefault(c["name"][len(prefix) + 1:], []).append(c["value"] / c["ops"])
+    return {k: {name: (statistics.median(v) if isinstance(v, list) else v) for name, v in g.items()}
+            for k, g in by.items()}
+
+
+def _label(s: dict) -> str:
+    return " ".join([s.get("variant", "")] + [f"{k}={v}" for k, v in s.items() if k not in kernelio.SAMPLE_KEYS])
+
+
+def compare(machine: str, runs: list[str], cpus: list[str], gem5=None, log=print) -> list[dict]:
+    """One row per sample group and simulator: {"group", "sim", "ns_per_op", "<suffix>": per op, "seconds"}."""
+    from trapline.platforms.model import simulate as model_simulate, pair_regions as model_pair
+    from trapline.plugin import plugin_path
+    m = machines.load(machine)
+    arch = m.arch
+    arch_table.get(arch)
+    default, flavoured = build.build(arch), build.build(arch, flavour="gem5")
+    gem5 = gem5 or binary.find()
+    plugin = plugin_path()
+    rows = []
+    for spec in runs:
+        argv = shlex.split(spec)
+        rel = argv[0]
+        what = spec
+        t0 = time.monotonic()
+        kargs = dict(a.split("=", 1) for a in argv[1:] if "=" in a)
+        cores = run.cores_for(kargs)
+        # threads under the model: the lockstep lane (docs/model.md), as stl-alloc-scaling's model lane
+        st, so, se, status = model_simulate(arch, plugin, m, [str(default / rel)] + argv[1:], cwd=(default / rel).parent,
+                                            extra=["lockstep=on"] if cores > 1 else [])
+        if status != 0:
+            raise RunFailed(f"{what}: the model run exited with {status}:\n{se[-2000:]}")
+        out = kernelio.parse(so)
+        regions = [g for g in st.get("regions", []) if g.get("marked") and g.get("vcpu", 0) == 0]
+        err = model_pair(out, regions, m.clock_hz, what)
+        if err:
+            raise RunFailed(err)
+        secs = time.monotonic() - t0
+        for key, g in _groups(out, "model").items():
+            rows.append({"group": g.pop("label"), "sim": "model", "ns_per_op": g.pop("ns"), "seconds": secs, **g})
+        log(f"model  {what}: {secs:.1f} s")
+        for cpu in cpus:
+            r = run.simulate(m, [str(flavoured / rel)] + argv[1:], cpu=cpu, cores=cores, gem5=gem5,
+                             cwd=(flavoured / rel).parent)
+            if r.error or r.status != 0:
+                raise RunFailed(f"{what} under gem5 ({cpu}): {r.error or f'exit status {r.status}'}\n{r.stderr[-2000:]}")
+            out = kernelio.parse(r.stdout)
+            err = stats.pair_regions(out, r.regions, what)
+            if err:
+                raise RunFailed(err)
+            for key, g in _groups(out, "gem5").items():
+                rows.append({"group": g.pop("label"), "sim": f"gem5-{cpu}", "ns_per_op": g.pop("ns"),
+                             "seconds": r.seconds, **g})
+            log(f"gem5 {cpu:6} {what}: {r.seconds:.1f} s")
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    head = ["group", "sim", "ns/op"] + [s + "/op" for s in SUFFIXES] + ["wall s"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [r["group"], r["sim"], f"{r['ns_per_op']:.4g}"]
+        cells += [f"{r[s]:.4g}" if s in r else "-" for s in SUFFIXES]
+        cells.append(f"{r['seconds']:.1f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m trapline.gem5.compare", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--machine", required=True)
+    ap.add_argument("--cpu", action="append", help=f"gem5 CPU model(s): {', '.join(run.CPUS)} (default o3)")
+    ap.add_argument("--gem5", help="the gem5 binary (default: GEM5, then gem5.opt on PATH)")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("runs", nargs="+", metavar="RUN", help='"EXPERIMENT/BINARY key=value ..."')
+    a = ap.parse_args(argv)
+
+    def go():
+        cpus = a.cpu or [run.DEFAULT_CPU]
+        for c in cpus:
+            run.check_cpu(c)
+        rows = compare(a.machine, a.runs, cpus, binary.find(a.gem5), log=lambda s: print(s, file=sys.stderr))
+        print(json.dumps(rows, indent=1) if a.json else table(rows))
+    return cli_status(go)
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,171 @@
+"""Run a static program under gem5 on a trapline machine: the gem5 equivalent
+of the timing model's ``simulate()`` (trapline/platforms/model.py).
+
+    from trapline import machine
+    from trapline.gem5 import run
+    r = run.simulate(machine.load("x86-2012-server"), ["./loop-order", "variant=row"], cpu="o3")
+    r.regions      # one dict per region the program marked (gem5 flavour), see trapline.gem5.stats
+    r.error        # None, or one message with gem5's last lines
+
+The machine goes to gem5 as its typed JSON (trapline.gem5.export) and is
+built there by gem5_configs/run_se.py with trapline_gem5's board; gem5 runs in
+a temporary output directory (``keep`` copies what it wrote), with the
+program's output in files so that it stays apart from gem5's own messages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trapline import machine as machines
+from trapline.errors import UsageError
+from trapline.gem5 import binary, export, stats
+from trapline.proc import run_command, tail
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+RUN_SE = ROOT / "gem5_configs" / "run_se.py"
+# gem5's CPU models (run_se.py --cpu): O3 for headlines (the claims are about real
+# pipelines), timing (TimingSimpleCPU: not pipelined, about 10x faster) for quick checks
+CPUS = ("o3", "timing", "minor")
+DEFAULT_CPU = "o3"
+TIMEOUT_S = 1800
+PROGRAM_EXIT = "exiting with last active thread context"  # run_se.py's PROGRAM_EXIT
+_FATAL = re.compile(r"^(?:\S+: )?(fatal|panic): (.*)$")
+_SYSCALL = re.compile(r"syscall (\w+) \(#(\d+)\) unimplemented")
+
+
+@dataclass
+class Gem5Result:
+    """One gem5 run of a program."""
+    regions: list[dict]          # one per marked region, in order (trapline.gem5.stats.region)
+    tail_region: dict | None     # gem5's exit dump: from the last region's start (or the start) to the exit
+    stdout: str                  # the program's standard output
+    stderr: str                  # the program's standard error, then gem5's own messages
+    status: int | None           # the program's exit status; None when it did not exit (error says why)
+    error: str | None            # gem5 stopped (fatal, panic, an unimplemented system call), timed out, no stats
+    config_sha256: str | None    # of gem5's config.ini: the system as gem5 built it
+    gem5: dict = field(default_factory=dict)  # binary.facts(): path, sha256, version, ISAs
+    cpu: str = DEFAULT_CPU
+    cores: int = 1
+    ticks: int = 0               # simulated ticks at the exit
+    seconds: float = 0.0         # host wall-clock time of the run
+    cmd: list[str] = field(default_factory=list)
+
+
+def cores_for(kernel_args: dict) -> int:
+    """Cores a kernel run needs in SE mode: one per thread it runs at once. The kernels
+    that start threads take the count as `threads` (stl-alloc-scaling: the calling
+    thread is thread 0, so `threads` in all); every other kernel is single-threaded.
+    A thread created when every core is busy fails (clone returns EAGAIN:
+    src/sim/syscall_emul.hh, cloneFunc, threads.findFree()); a core whose thread
+    exited is free again (its context is halted)."""
+    try:
+        return max(1, int(kernel_args.get("threads", 1)))
+    except (TypeError, ValueError):
+        raise UsageError(f"threads: '{kernel_args.get('threads')}' is not a whole number") from None
+
+
+def check_cpu(cpu: str) -> None:
+    if cpu not in CPUS:
+        raise UsageError(f"gem5.cpu: '{cpu}' is not a gem5 CPU model here; valid choices: {', '.join(CPUS)}")
+
+
+def check_isa(m: machines.Machine, facts: dict) -> str:
+    """The machine's gem5 ISA; a UsageError when this gem5 was built without it."""
+    isa = export(m)["isa"]
+    if isa not in facts.get("isas", []):
+        raise UsageError(f"machine '{m.name}' needs gem5's {isa} ISA, and gem5 {facts.get('path')} has only "
+                         f"{', '.join(facts.get('isas', [])) or 'none'}; build one with it "
+                         f"(scons build/{isa}/gem5.opt or build/ALL/gem5.opt: docs/gem5.md)")
+    return isa
+
+
+def explain(gem5_err: str) -> str | None:
+    """gem5's fatal or panic line as one sentence (None if it printed none)."""
+    for line in reversed(gem5_err.splitlines()):
+        m = _FATAL.match(line.strip())
+        if not m:
+            continue
+        s = _SYSCALL.search(m.group(2))
+        if s:
+            return (f"gem5 SE mode has no system call {s.group(1)} (#{s.group(2)}) for this ISA "
+                    f"(src/sim/syscall_emul.cc: {line.strip()})")
+        return f"gem5 {m.group(1)}: {m.group(2)}"
+    return None
+
+
+def simulate(m: machines.Machine, argv: list[str], cpu: str = DEFAULT_CPU, cores: int = 1,
+             timeout: float = TIMEOUT_S, gem5: Path | None = None, cwd: Path | None = None,
+             mem_size: str | None = None, keep: Path | None = None, max_ticks: int | None = None) -> Gem5Result:
+    """Run argv (a static program of the machine's ISA and its arguments) in gem5's SE
+    mode on machine m with `cores` cores of CPU model `cpu`. gem5 is `gem5` or
+    binary.find()'s. Bad input (CPU model, cores, an ISA this gem5 lacks) raises
+    UsageError before gem5 starts; what goes wrong in gem5 is the result's error."""
+    check_cpu(cpu)
+    if cores < 1:
+        raise UsageError(f"gem5 cores: {cores}; needs at least 1")
+    prog = Path(argv[0]) if not cwd or Path(argv[0]).is_absolute() else Path(cwd) / argv[0]
+    if not prog.is_file():
+        raise UsageError(f"program '{argv[0]}' is not a file")
+    gem5 = Path(gem5) if gem5 else binary.find()
+    facts = binary.facts(gem5)
+    check_isa(m, facts)
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="trapline-gem5-") as tmp:
+        d = Path(tmp)
+        (d / "machine.json").write_text(json.dumps(export(m), indent=1))
+        out_f, err_f, outdir = d / "program.stdout", d / "program.stderr", d / "m5out"
+        cmd = [str(gem5), "-q", f"--outdir={outdir}", str(RUN_SE), "--params", str(d / "machine.json"),
+               "--cpu", cpu, "--cores", str(cores), "--stdout", str(out_f), "--stderr", str(err_f)]
+        if mem_size:
+            cmd += ["--mem-size", mem_size]
+        if max_ticks is not None:
+            cmd += ["--max-ticks", str(max_ticks)]
+        cmd += ["--", str(prog.resolve()), *argv[1:]]
+        status, g_out, g_err = run_command(cmd, timeout, cwd=cwd)
+        so = out_f.read_text(errors="replace") if out_f.exists() else ""
+        se = err_f.read_text(errors="replace") if err_f.exists() else ""
+        result_file = outdir / "trapline-result.json"
+        ended = json.loads(result_file.read_text()) if result_file.exists() else None
+        config = outdir / "config.ini"
+        config_sha = hashlib.sha256(config.read_bytes()).hexdigest() if config.exists() else None
+        stats_file = outdir / "stats.txt"
+        text = stats_file.read_text() if stats_file.exists() else ""
+        if keep is not None:
+            keep.mkdir(parents=True, exist_ok=True)
+            for f in ("config.ini", "stats.txt", "trapline-result.json", "machine.json"):
+                src = outdir / f if f != "machine.json" else d / f
+                if src.exists():
+                    shutil.copy2(src, keep / f)
+    r = Gem5Result(regions=[], tail_region=None, stdout=so, stderr=se + g_err, status=None, error=None,
+                   config_sha256=config_sha, gem5=facts, cpu=cpu, cores=cores,
+                   seconds=time.monotonic() - t0, cmd=cmd)
+    gem5_lines = tail(g_out + g_err, 15)
+    if status is None:
+        r.error = f"gem5 did not finish within {timeout:.0f} s ({cpu} CPU); its last lines:\n{gem5_lines}"
+        return r
+    if ended is None:
+        why = explain(g_err) or f"gem5 exited with status {status} before the program ended"
+        r.error = f"{why}; gem5's last lines:\n{gem5_lines}"
+        return r
+    r.ticks = int(ended.get("tick", 0))
+    if ended.get("cause") == PROGRAM_EXIT:
+        r.status = int(ended.get("code", 0))
+    elif max_ticks is None:
+        r.error = f"gem5 stopped before the program ended: {ended.get('cause')}; its last lines:\n{gem5_lines}"
+        return r
+    try:
+        r.regions, r.tail_region = stats.regions(text, m.clock_hz)
+    except stats.StatsError as e:
+        r.error = f"gem5's stats.txt: {e}"
+        return r
+    if r.tail_region is None and max_ticks is None:
+        r.error = f"gem5 wrote no statistics (stats.txt in its output directory); its last lines:\n{gem5_lines}"
+    return r

@@ -1,0 +1,237 @@
+"""gem5's statistics as trapline regions and gem5_* counters.
+
+A kernel built in the gem5 flavour (build.build(arch, flavour="gem5"),
+-DTL_GEM5) resets gem5's statistics where each measured repetition begins
+(m5_reset_stats) and dumps them where it ends (m5_dump_stats), so gem5's
+stats.txt holds one block per region (``---------- Begin Simulation
+Statistics ----------`` ... ``End``), then one more that gem5 writes at exit
+(from the last region's start to the exit). A program without markers has
+only that last block.
+
+``COUNTERS`` is the one table of the gem5_* counters: each one's name, the
+gem5 statistics it sums (over cores and per-core caches) and what it means.
+The names mirror the timing model's model_* counters (trapline/plugin.py
+COUNTERS) where both simulators count the same thing, so the two sit side by
+side by suffix: gem5_l1d_misses beside model_l1d_misses.
+
+    blocks = parse(Path("m5out/stats.txt").read_text())
+    regions = [region(b, clock_hz) for b in blocks[:-1]]     # the marked regions
+    pair_regions(kernel_output, regions, "loop-order variant=row")  # sample i <- region i
+
+Stat names were read from a real stats.txt of gem5 v24.0.0.1 with
+trapline_gem5's board (gem5_configs/trapline_gem5): per-core objects are
+lists, so one core's L1D is ``board.cache_hierarchy.l1dcaches`` and two
+cores' are ``l1dcaches0`` and ``l1dcaches1``. gem5 leaves a vector's
+zero entries out of a dump, so a missing statistic of a present object is 0.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from trapline import kernelio
+
+BEGIN = "---------- Begin Simulation Statistics ----------"
+END = "---------- End Simulation Statistics   ----------"
+TICKS_PER_SECOND = 10 ** 12  # gem5's default: 1 tick = 1 ps ("Global frequency set at 1000000000000 ticks per second")
+
+_CORE = r"board\.processor\.cores\d*\.core"
+_H = r"board\.cache_hierarchy"
+
+
+@dataclass(frozen=True)
+class Counter:
+    """One gem5_* count of a region."""
+    name: str            # gem5_<what>; model_<what> (trapline/plugin.py) counts the same where it exists
+    stats: tuple[str, ...]  # gem5 statistics (regular expressions, whole names), summed over every match
+    doc: str
+    needs: str = ""      # a statistic that must be in the dump for the counter to exist (else omitted)
+    how: str = "sum"     # sum (of stats), ops (the kernel's), cycles (simTicks at the machine's clock)
+
+    def source(self) -> str:
+        """The statistics, as docs name them."""
+        if self.how == "ops":
+            return "the kernel's sample"
+        if self.how == "cycles":
+            return "simTicks / clock period"
+        return " + ".join(s.replace("\\d*", "*").replace("\\", "") for s in self.stats)
+
+
+def _cache(level: str, stat: str) -> tuple[str, ...]:
+    return (rf"{_H}\.{level}\d*\.{stat}::total",)
+
+
+COUNTERS: tuple[Counter, ...] = (
+    Counter("gem5_ops", (), "the sample's operations, as the kernel reported them", how="ops"),
+    Counter("gem5_ticks", ("simTicks",), "simulated time of the region in ticks (1 tick = 1 ps)"),
+    Counter("gem5_cycles", ("simTicks",), "simulated time of the region in cycles of the machine's clock "
+            "(gem5's period: whole ticks, stats.period_ticks)", how="cycles"),
+    Counter("gem5_instructions", (rf"{_CORE}\.commitStats0\.numInsts",),
+            "instructions committed in the region, all cores (x86: macro-instructions, as the model counts)"),
+    Counter("gem5_uops", (rf"{_CORE}\.commitStats0\.numOps",),
+            "micro-ops committed, all cores (x86 splits an instruction into micro-ops; elsewhere = instructions)"),
+    Counter("gem5_l1d_accesses", _cache("l1dcaches", "overallAccesses"),
+            "L1D accesses, all cores (a line-crossing access is two)", needs=rf"{_H}\.l1dcaches\d*\.replacements"),
+    Counter("gem5_l1d_misses", _cache("l1dcaches", "overallMisses"),
+            "L1D misses (loads and stores), all cores; an access to a line already being fetched counts too "
+            "(an MSHR hit)", needs=rf"{_H}\.l1dcaches\d*\.replacements"),
+    Counter("gem5_l1d_line_fetches", _cache("l1dcaches", "overallMshrMisses"),
+            "L1D misses that fetched a line (gem5's MSHR misses: l1d_misses less those to a line in flight)",
+            needs=rf"{_H}\.l1dcaches\d*\.replacements"),
+    Counter("gem5_l1d_upgrades", _cache("l2caches", r"UpgradeReq\.accesses"),
+            "stores to a line the L1D held without write permission (an UpgradeReq to the L2, no data moved): "
+            "gem5 counts each as an L1D miss. A line the L2 fills after its own miss comes up shared when it "
+            "was dirty below (Cache::satisfyRequest, src/mem/cache/cache.cc), so a load then a store to it "
+            "costs a miss and an upgrade where the model has one miss", needs=rf"{_H}\.l2caches\d*\.replacements"),
+    Counter("gem5_l1i_accesses", _cache("l1icaches", "overallAccesses"), "L1I accesses (fetches), all cores",
+            needs=rf"{_H}\.l1icaches\d*\.replacements"),
+    Counter("gem5_l1i_misses", _cache("l1icaches", "overallMisses"), "L1I misses, all cores",
+            needs=rf"{_H}\.l1icaches\d*\.replacements"),
+    Counter("gem5_l2_accesses", _cache("l2caches", "overallAccesses"),
+            "L2 demand accesses (L1 misses reaching it; not writebacks)", needs=rf"{_H}\.l2caches\d*\.replacements"),
+    Counter("gem5_l2_misses", _cache("l2caches", "overallMisses"), "L2 misses", needs=rf"{_H}\.l2caches\d*\.replacements"),
+    Counter("gem5_l3_accesses", _cache("l3cache", "overallAccesses"), "L3 demand accesses",
+            needs=rf"{_H}\.l3cache\.replacements"),
+    Counter("gem5_l3_misses", _cache("l3cache", "overallMisses"), "L3 misses", needs=rf"{_H}\.l3cache\.replacements"),
+    Counter("gem5_dtlb_accesses", (rf"{_CORE}\.mmu\.dtb\.rdAccesses", rf"{_CORE}\.mmu\.dtb\.wrAccesses"),
+            "DTLB lookups (x86; gem5's SPARC TLB keeps no statistics)", needs=rf"{_CORE}\.mmu\.dtb\.rdAccesses"),
+    Counter("gem5_dtlb_misses", (rf"{_CORE}\.mmu\.dtb\.rdMisses", rf"{_CORE}\.mmu\.dtb\.wrMisses"),
+            "DTLB misses (x86). In SE mode a miss is refilled from the process's page table by the simulator "
+            "at no simulated cost (X86ISA::TLB::translate, src/arch/x86/tlb.cc): counted, not timed",
+            needs=rf"{_CORE}\.mmu\.dtb\.rdAccesses"),
+    Counter("gem5_itlb_misses", (rf"{_CORE}\.mmu\.itb\.rdMisses", rf"{_CORE}\.mmu\.itb\.wrMisses"),
+            "ITLB misses (x86; a fetch is counted as a write: its mode is Execute, not Read), refilled untimed "
+            "as the DTLB's", needs=rf"{_CORE}\.mmu\.itb\.rdAccesses"),
+    Counter("gem5_locked_lines", _cache("l1dcaches", r"LockedRMWReadReq\.accesses"),
+            "cache lines locked by locked read-modify-writes at the L1D (x86: one per locked RMW, two for one "
+            "that straddles a line: gem5 locks each line separately)", needs=rf"{_H}\.l1dcaches\d*\.replacements"),
+    Counter("gem5_memory_reads", (r"board\.memory\.module\.numReads::total",), "reads that reached memory",
+            needs=r"board\.memory\.module\.power_state\.pwrStateResidencyTicks::UNDEFINED"),
+    Counter("gem5_memory_writes", (r"board\.memory\.module\.numWrites::total",), "writes that reached memory",
+            needs=r"board\.memory\.module\.power_state\.pwrStateResidencyTicks::UNDEFINED"),
+)
+BY_NAME = {c.name: c for c in COUNTERS}
+
+
+class StatsError(ValueError):
+    """A stats.txt that does not parse (names the line)."""
+
+
+def _number(text: str) -> float | int:
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)  # nan, inf and decimals; ValueError for anything else
+
+
+def parse(text: str) -> list[dict[str, float | int]]:
+    """The dump blocks of a stats.txt, in order: each {statistic name: value}."""
+    blocks: list[dict] = []
+    cur: dict | None = None
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.startswith(BEGIN):
+            cur = {}
+            continue
+        if line.startswith("---------- End"):
+            if cur is not None:
+                blocks.append(cur)
+            cur = None
+            continue
+        if cur is None or not line.strip():
+            continue
+        parts = line.split()
+        if len(parts) < 2:
+            raise StatsError(f"stats.txt line {n}: no value: {line.strip()[:100]}")
+        try:
+            cur[parts[0]] = _number(parts[1])
+        except ValueError:
+            raise StatsError(f"stats.txt line {n}: '{parts[1]}' is not a number: {line.strip()[:100]}") from None
+    return blocks
+
+
+def _sum(block: dict, patterns: tuple[str, ...]) -> int | float:
+    total = 0
+    for p in patterns:
+        rx = re.compile(p)
+        total += sum(v for k, v in block.items() if rx.fullmatch(k) and not math.isnan(v))
+    return total
+
+
+def _present(block: dict, pattern: str) -> bool:
+    rx = re.compile(pattern)
+    return any(rx.fullmatch(k) for k in block)
+
+
+def period_ticks(clock_hz: float) -> int:
+    """The clock period gem5 runs at, in whole ticks: m5.ticks.fromSeconds rounds half
+    up (src/python/m5/ticks.py), so 2.6 GHz runs at 385 ps (2.597 GHz, 0.1% slower)."""
+    return int(math.floor(TICKS_PER_SECOND / clock_hz + 0.5))
+
+
+def region(block: dict, clock_hz: float) -> dict:
+    """One dump block as a region: {"ticks", "cycles", "seconds", "counts": {gem5_*: n}}
+    (gem5_ops is added by region_counts, which knows the sample). Cycles are the
+    region's ticks over gem5's clock period (period_ticks)."""
+    ticks = int(block.get("simTicks", 0))
+    period = period_ticks(clock_hz)
+    counts: dict[str, int] = {}
+    for c in COUNTERS:
+        if c.how == "ops" or (c.needs and not _present(block, c.needs)):
+            continue
+        if c.how == "cycles":
+            counts[c.name] = round(ticks / period)
+        else:
+            counts[c.name] = int(round(_sum(block, c.stats)))
+    # simInsts is never reset: the instructions since the program started
+    return {"ticks": ticks, "cycles": counts["gem5_cycles"], "seconds": ticks / TICKS_PER_SECOND,
+            "instructions_since_start": int(block.get("simInsts", 0)), "counts": counts}
+
+
+def regions(text: str, clock_hz: float) -> tuple[list[dict], dict | None]:
+    """(the marked regions, the exit's block as a region) of a finished run's stats.txt:
+    every block but the last is a region; the last is what gem5 dumps at exit."""
+    blocks = parse(text)
+    if not blocks:
+        return [], None
+    return [region(b, clock_hz) for b in blocks[:-1]], region(blocks[-1], clock_hz)
+
+
+def region_counts(g: dict, ops: int) -> dict[str, int]:
+    """A region's gem5_* counters for a sample of `ops` operations."""
+    return {"gem5_ops": ops, **g["counts"]}
+
+
+_NOT_PARAMS = ("exp", "kind", "rep", "ns", "user_ns", "sys_ns", "cycles", "iters")  # as platforms/model.py
+
+
+def pair_regions(out: kernelio.KernelOutput, regions_: list[dict], what: str) -> str | None:
+    """Give sample i gem5's time of region i (its simulated ticks, as ns) and cycles, and
+    its counts as gem5_* counters with the sample's parameters (as the model's
+    pair_regions does with model_*); an error message if they do not pair one to one."""
+    if len(regions_) != len(out.samples):
+        return (f"{what}: gem5 dumped {len(regions_)} regions for {len(out.samples)} samples; they must pair up "
+                "one to one (is the kernel built in the gem5 flavour?)")
+    out.timer = {"source": "gem5", "res_ns": 0, "min_delta_ns": 0}  # the kernel's clock is not what times a sample
+    for s, g in zip(out.samples, regions_):
+        s["ns"] = max(1, round(g["ticks"] / 1000))
+        s["cycles"] = g["cycles"]
+        s.pop("user_ns", None)
+        s.pop("sys_ns", None)
+        # as the model's: the sample's parameters (repetitions collapse to their median)
+        params = {k: v for k, v in s.items() if k not in _NOT_PARAMS}
+        for name, value in region_counts(g, s["ops"]).items():
+            out.counts.append({**params, "kind": "count", "name": name, "value": value})
+    return None
+
+
+def markdown() -> str:
+    """The docs' table of the gem5_* counters (docs/gem5.md)."""
+    lines = ["| count | gem5 statistics (summed) | meaning | the model's |", "|---|---|---|---|"]
+    from trapline.plugin import COUNTERS as MODEL
+    model = {c.name for c in MODEL}
+    for c in COUNTERS:
+        twin = "model_" + c.name[len("gem5_"):]
+        lines.append(f"| `{c.name}` | `{c.source()}` | {c.doc} | {f'`{twin}`' if twin in model else '-'} |")
+    return "\n".join(lines) + "\n"
