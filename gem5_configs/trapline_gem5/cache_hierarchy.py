@@ -105,7 +105,7 @@ class TraplineCacheHierarchy(AbstractClassicCacheHierarchy):
             caches above it, and a BadAddr default responder.
         """
         AbstractClassicCacheHierarchy.__init__(self=self)
-        self._params = params
+        self._trapline_params = params
         if membus is None:
             membus = make_xbar(params.membus, snoop_filter_capacity(params, "membus"))
             membus.badaddr_responder = BadAddr()
@@ -123,15 +123,15 @@ class TraplineCacheHierarchy(AbstractClassicCacheHierarchy):
     def levels(self) -> Dict[str, Cache]:
         """The caches built by incorporate_cache, by level name (l1i, l1d, l2, l3)."""
         out = {"l1i": self.l1icache, "l1d": self.l1dcache}
-        if self._params.l2 is not None:
+        if self._trapline_params.l2 is not None:
             out["l2"] = self.l2cache
-        if self._params.l3 is not None:
+        if self._trapline_params.l3 is not None:
             out["l3"] = self.l3cache
         return out
 
     @overrides(AbstractCacheHierarchy)
     def incorporate_cache(self, board: AbstractBoard) -> None:
-        p = self._params
+        p = self._trapline_params
         cores = board.get_processor().get_cores()
         if len(cores) != 1:
             raise ValueError(f"TraplineCacheHierarchy models one core, the processor has {len(cores)}")

@@ -69,7 +69,18 @@
  *   sparc64  sethi 0x544c1, %g0 / sethi 0x544c2, %g0           (0x010544c1 / 0x010544c2)
  *   armv6    orr r11, r11, r11 / orr r12, r12, r12             (0xe18bb00b / 0xe18cc00c)
  * The memory clobber keeps the compiler from moving loads and stores across. */
-#if defined(__x86_64__)
+#if defined(TL_GEM5) && defined(__x86_64__)
+/* gem5 build (-DTL_GEM5): each marker is an m5 op (gem5's util/m5/src/abi/x86/m5op.S: 0f 04 and
+ * the function, arguments in rdi and rsi): reset the stats at a region's start, dump them at its end. */
+#define TL_M5OP_X86(func) __asm__ volatile("xor %%edi, %%edi\n\txor %%esi, %%esi\n\t.byte 0x0f, 0x04\n\t.word " #func ::: "rax", "rdi", "rsi", "memory")
+#define TL_ROI_BEGIN() TL_M5OP_X86(0x40)
+#define TL_ROI_END() TL_M5OP_X86(0x41)
+#elif defined(TL_GEM5) && defined(__sparc__)
+/* gem5 build: gem5's util/m5/src/abi/sparc/m5op.S: op 2, op3 0x37 (IMPDEP2), the function in bits 7..15; arguments in o0, o1. */
+#define TL_M5OP_SPARC(func) __asm__ volatile("mov %%g0, %%o0\n\tmov %%g0, %%o1\n\t.word (2 << 30) | (0x37 << 19) | (" #func " << 7)" ::: "o0", "o1", "memory")
+#define TL_ROI_BEGIN() TL_M5OP_SPARC(0x40)
+#define TL_ROI_END() TL_M5OP_SPARC(0x41)
+#elif defined(__x86_64__)
 #define TL_ROI_BEGIN() __asm__ volatile("nopl 0x544c0001(%%rax)" ::: "memory")
 #define TL_ROI_END() __asm__ volatile("nopl 0x544c0002(%%rax)" ::: "memory")
 #elif defined(__sparc__)
