@@ -152,9 +152,10 @@ static void tl_write_all(int fd, const char *buf, size_t n)
 
 /* The process entry point: %sp + 2047 (the V9 stack bias) is the lowest
  * word of the initial frame, a 16-word register save area; argc is the word
- * after it, argv follows. Leave that frame alone, make room for one more
- * (176 bytes: save area and the six outgoing argument words, rounded up to
- * 16), clear %fp for debuggers and call tl_start_c(argc, argv). */
+ * after it, argv follows. Leave that frame alone, open a minimal frame below
+ * it (176 bytes: a 16-word save area and the six outgoing argument words that
+ * a callee may store into; a multiple of 16, so %sp + 2047 stays aligned),
+ * clear %fp (the outermost frame) and call tl_start_c(argc, argv). */
 __asm__(".section \".text\"\n"
         ".align 4\n"
         ".global _start\n"
@@ -163,7 +164,7 @@ __asm__(".section \".text\"\n"
         "\tclr %fp\n"
         "\tldx [%sp + 2047 + 128], %o0\n"
         "\tadd %sp, 2047 + 136, %o1\n"
-        "\tsub %sp, 192, %sp\n"
+        "\tsub %sp, 176, %sp\n"
         "\tcall tl_start_c\n"
         "\t nop\n"
         "\tta 5\n" /* not reached */
