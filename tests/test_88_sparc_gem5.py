@@ -10,8 +10,6 @@ through gem5's own SE handlers, and sparc-misalign-trap's byte-wise loads must
 run while its misaligned word loads stop gem5 (the not-applicable reason).
 """
 
-import hashlib
-import lzma
 import os
 import re
 import shutil
@@ -52,36 +50,11 @@ def _need(*tools):
 
 
 # --------------------------------------------------------------- gem5 fixture
-# Minimal and local to this file: GEM5, gem5.opt or gem5 on PATH, or the shared
-# binary (../shared/gem5/, its README gives the sha256s) unpacked into the cache
-# by the sha256 of its xz file. The gem5 platform's own finder replaces it.
-SHARED_GEM5_XZ = ROOT.parent / "shared" / "gem5" / "gem5-v24.0.0.1-X86_SPARC.opt.xz"
-
-
-def _find_gem5():
-    for cand in (os.environ.get("GEM5"), shutil.which("gem5.opt"), shutil.which("gem5")):
-        if cand and os.access(cand, os.X_OK):
-            return Path(cand)
-    if not SHARED_GEM5_XZ.exists():
-        return None
-    sha = hashlib.sha256(SHARED_GEM5_XZ.read_bytes()).hexdigest()
-    out = build.cache_root() / "gem5" / sha[:16] / "gem5.opt"
-    if not out.exists():
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_suffix(f".tmp{os.getpid()}")
-        with lzma.open(SHARED_GEM5_XZ) as src, open(tmp, "wb") as dst:
-            shutil.copyfileobj(src, dst)
-        tmp.chmod(0o755)
-        tmp.rename(out)
-    return out
-
-
+# conftest's gem5_binary (trapline.gem5.binary.for_tests: GEM5 or gem5.opt on PATH, else
+# the shared binary unpacked into the cache by its sha256; skipped, with the reason, without one)
 @pytest.fixture(scope="module")
-def gem5():
-    g = _find_gem5()
-    if g is None:
-        pytest.skip(f"no gem5: set GEM5=/path/to/gem5.opt, put gem5.opt on PATH, or provide {SHARED_GEM5_XZ}")
-    return g
+def gem5(gem5_binary):
+    return gem5_binary
 
 
 # ------------------------------------------------------------------- builds
