@@ -15,7 +15,6 @@ field, and for a closed set the valid choices.
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -24,20 +23,12 @@ from typing import Any
 
 from trapline import kernelargs
 from trapline.errors import ExperimentError, UsageError
+from trapline.paths import ROOT, kernels_dir  # noqa: F401 (re-exported: experiment.kernels_dir)
 from trapline.yamlfile import read_mapping, schema_errors, schema_message, shown, where
 
-ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = Path(__file__).resolve().parent / "schema" / "experiment.schema.json"
 EXPERIMENT_FILE = "experiment.yaml"
 _ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
-
-
-def kernels_dir() -> Path:
-    """The kernels directory, the one place experiments live: $TRAPLINE_KERNELS
-    when set (a tree of its own, e.g. a test's throwaway experiment), else the
-    clone's kernels/. The build (trapline/build.py) reads the same setting."""
-    env = os.environ.get("TRAPLINE_KERNELS")
-    return Path(env) if env else ROOT / "kernels"
 
 
 def catalogue_key(catalogue: str, exp_id: str) -> tuple[int, int, str]:
@@ -94,7 +85,7 @@ def _all_binaries(directory: str) -> tuple[str, ...]:
     read from `make list` (the Makefile is the one authority on what is built)."""
     import subprocess
     try:
-        from trapline.build import make_vars  # build reads kernels_dir() from here
+        from trapline.build import make_vars  # the architecture's compiler and flags
         out = subprocess.run(["make", "-s", "-C", directory, "list", *make_vars("x86_64"), "O=@O@"],
                              capture_output=True, text=True, timeout=60).stdout
     except OSError:

@@ -27,17 +27,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trapline.build import cache_root
 from trapline.errors import RunFailed
+from trapline.paths import DOCS, MODEL, ROOT, cache_root
 from trapline.proc import run_command, tail
 
 if TYPE_CHECKING:
     from trapline.machine import Machine
 
-ROOT = Path(__file__).resolve().parent.parent
-PLUGIN_DIR = ROOT / "model" / "plugin"
+PLUGIN_DIR = MODEL / "plugin"
 OPTIONS_DEF = PLUGIN_DIR / "options.def"
-BUILD_SH = ROOT / "model" / "build.sh"
+BUILD_SH = MODEL / "build.sh"
 
 # one OPT(...) line of options.def: name, kind, "default", min, max, "unit", "field", "conversion", "doc"
 _S = r'"((?:[^"\\]|\\.)*)"'
@@ -345,7 +344,7 @@ def main(argv: list[str]) -> int:
         sys.stdout.write(markdown() + "\n" + counters_markdown())
         return 0
     if argv == ["--write-docs"]:  # rewrite docs/model.md's generated blocks in place
-        doc = ROOT / "docs" / "model.md"
+        doc = DOCS / "model.md"
         text = doc.read_text()
         for begin, end, generated in MARKS.values():
             i, j = text.index(begin), text.index(end) + len(end)

@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-ROOT = Path(__file__).resolve().parent.parent
+from trapline.paths import ROOT
 
 
 def results_root() -> Path:

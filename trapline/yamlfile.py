@@ -16,7 +16,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+from trapline.paths import ROOT
 
 
 def shown(path: Path) -> str:

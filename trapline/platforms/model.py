@@ -38,7 +38,6 @@ from trapline.platforms.base import Platform, PlatformRun, check_kernel_sets, ke
 from trapline.plugin import args as plugin_args, region_counts
 from trapline.proc import run_command, tail, tool_version
 
-ROOT = Path(__file__).resolve().parent.parent.parent
 TIMEOUT_S = 900
 # a user-mode kernel's whole environment: fixed, since QEMU puts it on the kernel's
 # stack and its size moves stack addresses, and so a few modelled cache misses
