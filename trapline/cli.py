@@ -251,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "simulate":
             from trapline import machine as machines
             from trapline.platforms import model
+            from trapline.platforms.model.plugin_build import plugin
             prog = args.program[1:] if args.program[:1] == ["--"] else args.program
             if not prog:
                 raise UsageError("simulate needs a program after --: simulate --machine M --arch A -- PROGRAM [ARGS]")
@@ -259,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
             m = machines.load(args.machine, sets=[f"{k}={v}" for k, v in _sets(args.set).items()])
             if m.arch != args.arch:
                 raise UsageError(f"machine '{m.name}' describes a {m.arch} machine, not {args.arch}")
-            stats, out, err, status = model.simulate(args.arch, RunContext.make().plugin(), m, prog)
+            stats, out, err, status = model.simulate(args.arch, plugin(RunContext.make()), m, prog)
             sys.stderr.write(out + err)
             print(json.dumps({"machine": m.name, "sets": list(m.sets), "program": prog, "exit_status": status,
                               "stats": stats}, indent=2))

@@ -8,7 +8,7 @@ class attributes or module globals.
     ctx.machine_for("default")  # loaded and validated once per name, then reused
     ctx.kernels("sparc64")      # the kernel build dir, built once per context
     ctx.image("sparc64")        # the guest image holding those kernels
-    ctx.plugin()                # the timing-model plugin
+    ctx.tool(key, make)         # a platform's own tool (the model's plugin), made once
 
 The caches are filled lazily and live exactly as long as the context: one
 run uses one build of each architecture even if the sources change while it
@@ -22,7 +22,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from trapline import build, images, machine as machines
 from trapline.errors import UsageError
@@ -63,7 +63,7 @@ class RunContext:
     builds: dict[str, Path] = field(default_factory=dict)          # arch -> kernel build dir
     images: dict[str, images.Image] = field(default_factory=dict)  # arch -> guest image
     machines: dict[str, machines.Machine] = field(default_factory=dict)  # name -> loaded with machine_sets
-    plugin_path: Path | None = None
+    tools: dict[str, Any] = field(default_factory=dict)  # a platform's own tools (ctx.tool), by key
     used: dict[str, set[str]] = field(default_factory=dict)  # what each lane used, for its manifest facts
 
     def use(self, what: str, item: str) -> None:
@@ -105,9 +105,9 @@ class RunContext:
             self.machines[name] = machines.load(name, sets=list(self.machine_sets))
         return self.machines[name]
 
-    def plugin(self) -> Path:
-        """The timing-model plugin (model/build.sh; built once per context)."""
-        if self.plugin_path is None:
-            from trapline.plugin import plugin_path
-            self.plugin_path = plugin_path(self.log)
-        return self.plugin_path
+    def tool(self, key: str, make: Callable[[], Any]) -> Any:
+        """A platform's own tool (the model's plugin, a simulator's binary) under key: made by
+        make() once per context, like the kernels."""
+        if key not in self.tools:
+            self.tools[key] = make()
+        return self.tools[key]

@@ -168,11 +168,11 @@ def _declared_keys(folder: Path, errs: list[str]) -> dict:
 
 
 def _counter_check(at: str, platform: str, name: Any) -> list[str]:
-    """A model_* count must be one the timing model reports (trapline.plugin.COUNTERS),
+    """A model_* count must be one the timing model reports (trapline/platforms/model/counters.py),
     and only the model platform reports them; other names are the kernel's own counts."""
     if not isinstance(name, str) or not name.startswith("model_"):
         return []
-    from trapline.plugin import COUNTERS
+    from trapline.platforms.model.counters import COUNTERS
     if platform != "model":
         return [f"{at}: '{name}' is a timing-model count; only the model platform reports model_* counts"]
     patterns = [re.escape(c.name).replace(r"\{\}", "[a-z0-9_]+") for c in COUNTERS]

@@ -9,8 +9,8 @@ two either way. Each headline row also says what it rests on (prediction, input,
 fitted) and whether it keeps the rule of issue 12: a `prediction` headline is within
 2x of its claim or its entry says `differs` (with the reason, in its note).
 
-Built from entries alone, like the rest of the report: `section()` for the report,
-`markdown()` for `./run.sh fidelity [RUN ...]` and docs/methodology.md.
+Built from entries alone, like the rest of the report: the rows and lines here, laid out
+as a section of the report by report/sections.py (`fidelity_section`), and `markdown()` for `./run.sh fidelity [RUN ...]` and docs/methodology.md.
 """
 
 from __future__ import annotations
@@ -129,20 +129,6 @@ EXPLAIN = ("Every figure with a claimed number that a simulated lane models: the
            "'rests on' is the headline's (computed from the machine's provenance): prediction, input (the "
            "claim's own figures are machine parameters) or fitted. A prediction headline must be within 2x of "
            "its claim or be reported differs, with the reason in its note.")
-
-
-def section(entries: list[Entry]):
-    """The report's section, or None when the run has no modelled figure with a claim."""
-    from trapline.report.sections import Bullets, Cell, Para, Section, Table
-    rs = rows(entries)
-    if not rs:
-        return None
-    s = summary(rs)
-    return Section("Fidelity of the modelled figures", "fidelity", [
-        Para(EXPLAIN, small=True),
-        Bullets([Cell(line, strong=line.startswith("Prediction") and bool(s["breaking_rule"]))
-                 for line in summary_lines(s)]),
-        Table(HEADER, [[Cell(c) for c in row] for row in table_cells(rs)], id="fidelity")])
 
 
 def markdown(entries: list[Entry]) -> str:

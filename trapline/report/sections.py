@@ -16,6 +16,7 @@ from pathlib import Path
 
 from trapline import analysis
 from trapline.entry import Entry
+from trapline.report import fidelity
 from trapline.report.plots import group_label
 
 # the matrix's columns, for the platforms that appear in the run (others follow in run order)
@@ -236,6 +237,20 @@ def manifest_sections(manifest: dict, manifest_sha256: str) -> list[Section]:
             Section("How to cite", "how-to-cite", [Para(citation(manifest, manifest_sha256))])]
 
 
+def fidelity_section(entries: list[Entry]) -> Section | None:
+    """The fidelity table of the modelled figures (issue 12, report/fidelity.py), or None
+    when the run has no modelled figure with a claim."""
+    rs = fidelity.rows(entries)
+    if not rs:
+        return None
+    s = fidelity.summary(rs)
+    return Section("Fidelity of the modelled figures", "fidelity", [
+        Para(fidelity.EXPLAIN, small=True),
+        Bullets([Cell(line, strong=line.startswith("Prediction") and bool(s["breaking_rule"]))
+                 for line in fidelity.summary_lines(s)]),
+        Table(fidelity.HEADER, [[Cell(c) for c in row] for row in fidelity.table_cells(rs)], id="fidelity")])
+
+
 def build(summary: dict, manifest: dict, manifest_sha256: str, entries: list[Entry], plots: set[str]) -> Report:
     """The whole report, from the run directory's contents and the plots drawn."""
     sets = "".join(f" --set {k}={v}" for k, v in summary.get("sets", {}).items())
@@ -245,8 +260,7 @@ def build(summary: dict, manifest: dict, manifest_sha256: str, entries: list[Ent
                  Para("Headline ratios with a claimed figure: claimed (grey) beside reproduced "
                       "(coloured by status), log scale.", small=True)]
                 if "plots/overview.png" in plots else [Para("No headline ratio with a claimed figure in this run.")])
-    from trapline.report import fidelity  # the fidelity table of the modelled figures (issue 12)
-    fid = fidelity.section(entries)
+    fid = fidelity_section(entries)
     return Report(f"trapline report: {summary['run_id']}", subtitle,
                   [claim_matrix(entries, summary), Section("Overview", "overview", overview)]
                   + ([fid] if fid else [])

@@ -72,7 +72,8 @@ def shared_keys(exp, pname: str, ctx: RunContext) -> dict:
     keys = {"tree_sha256": _tree_hash_once(), "kernels": {a: build.input_hash(a)}}
     ctx.kernels(a)  # built once here, so the workers (same cache) find it
     if pname == "model":
-        keys["plugin"] = ctx.plugin().parent.name  # model/<key>/libtrapline-model.so
+        from trapline.platforms.model.plugin_build import plugin
+        keys["plugin"] = plugin(ctx).parent.name  # model/<key>/libtrapline-model.so
     guest = pname == "qemu" or (pname == "model" and spec.get("guest"))
     if guest:
         img = ctx.image(a)
@@ -139,7 +140,7 @@ def _worker_name() -> str:
         return f"{socket.gethostname()}:{os.getpid()}"
 
 
-_made: dict[str, dict] = {}  # tree hash -> {arch: kernel build dir, "plugin": path}, per worker process
+_made: dict[str, dict] = {}  # tree hash -> {arch: kernel build dir, "tools": ctx.tools}, per worker process
 _experiments: dict[tuple, object] = {}
 
 
@@ -174,18 +175,17 @@ def run_point(spec: dict) -> dict:
                 "error": f"worker {worker}: its {exp.path} is not the sweep's (sha256 differs)"}
     steps = runner.plan({exp.id: exp}, [exp.id], spec["platform"], strict=True)
     arch = lane_arch(exp, spec["platform"])
-    # what this worker built or found for this tree: the kernels and the plugin (the
-    # tree hash, checked above, covers their sources)
+    # what this worker built or found for this tree: the kernels and the platforms' tools,
+    # such as the model's plugin (the tree hash, checked above, covers their sources)
     made = _made.setdefault(mine, {}) if "TRAPLINE_KERNELS" not in os.environ else {}
     if arch in made:
         ctx.builds[arch] = made[arch]
-    ctx.plugin_path = made.get("plugin")
+    ctx.tools.update(made.get("tools", {}))
     runner.validate(steps, ctx)
     exp, pname, reason = steps[0]
     entry, raw = runner.run_entry(exp, pname, reason, ctx)
     made.update(ctx.builds)
-    if ctx.plugin_path:
-        made["plugin"] = ctx.plugin_path
+    made.setdefault("tools", {}).update(ctx.tools)
     return {"hash": spec["hash"], "sets": spec["sets"], "entry": entry, "raw": raw, "worker": worker,
             "host": socket.gethostname(), "pid": os.getpid(), "seconds": round(time.monotonic() - t0, 3),
             "platform_facts": platforms.get(pname, ctx).describe(), "log": lines}

@@ -35,7 +35,9 @@ from pathlib import Path
 from trapline import arch as arch_table, build, guest, images, kernelio, machine as machines
 from trapline.errors import UsageError
 from trapline.platforms.base import Platform, PlatformRun, check_kernel_sets, kernel_args
-from trapline.plugin import args as plugin_args, region_counts
+from trapline.platforms.model.counters import region_counts
+from trapline.platforms.model.plugin_build import plugin as built_plugin
+from trapline.plugin import args as plugin_args
 from trapline.proc import run_command, tail, tool_version
 
 TIMEOUT_S = 900
@@ -74,7 +76,8 @@ class ModelPlatform(Platform):
 
     def describe(self) -> dict:
         ctx = self.ctx
-        return {"plugin": str(ctx.plugin_path) if ctx.plugin_path else None,
+        plugin = ctx.tools.get("model-plugin")
+        return {"plugin": str(plugin) if plugin else None,
                 "qemu": {a: tool_version(arch_table.get(a).qemu_user) for a in sorted(ctx.used.get(self.name, ()))},
                 # the guest lane: qemu-system and the guest image it booted
                 "guests": {a: guest.guest_image_facts(a, ctx.images.get(a))
@@ -99,7 +102,7 @@ class ModelPlatform(Platform):
         spec, arch, t0 = self._lane(exp)
         m = self._machine(exp)
         kset = ctx.kernel_sets
-        plugin = ctx.plugin()
+        plugin = built_plugin(ctx)
         ctx.use("model-machines", self.ctx.machine_name or spec.get("machine"))
         if spec.get("guest"):
             return self._run_guest(exp, m, kset, t0)
@@ -166,7 +169,7 @@ class ModelPlatform(Platform):
         output = kernelio.KernelOutput()
         with tempfile.TemporaryDirectory(prefix="trapline-model-guest-") as tmp:
             out = Path(tmp) / "stats.json"
-            opts = [str(ctx.plugin()), f"arch={arch}", f"out={out}"] + guest_plugin_args(m, image)
+            opts = [str(built_plugin(ctx)), f"arch={arch}", f"out={out}"] + guest_plugin_args(m, image)
             if lat:
                 opts += [f"numa_mem={':'.join(str(b) for b in layout['node_bytes'])}",
                          f"numa_cpus={':'.join(str(c) for c in layout['cpu_nodes'])}"]
