@@ -57,7 +57,7 @@ class RunContext:
     sets: dict[str, str] = field(default_factory=dict)   # as the user gave them (--set)
     machine_sets: tuple[str, ...] = ()                   # the machine's share, 'path=value'
     kernel_sets: dict[str, str] = field(default_factory=dict)  # the kernels' share
-    machine_name: str | None = None                      # --machine (the model platform)
+    machine_name: str | None = None                      # --machine (the platforms that take a machine)
     timeout: float | None = None                         # --timeout: seconds per command or guest boot
     log: Callable[[str], None] = field(default_factory=Progress)
     builds: dict[str, Path] = field(default_factory=dict)          # arch -> kernel build dir
@@ -95,12 +95,12 @@ class RunContext:
             self.images[arch] = images.build_image(arch, bindir, log=self.log)
         return self.images[arch]
 
-    def machine_for(self, default: str | None, exp_id: str = "?") -> machines.Machine:
+    def machine_for(self, default: str | None, exp_id: str = "?", platform: str = "?") -> machines.Machine:
         """The machine --machine names (else default, the experiment's), with the
         machine's --set values applied: loaded and validated once per name."""
         name = self.machine_name or default
         if not name:
-            raise UsageError(f"{exp_id} on model needs --machine; valid choices: {', '.join(machines.names())}")
+            raise UsageError(f"{exp_id} on {platform} needs --machine; valid choices: {', '.join(machines.names())}")
         if name not in self.machines:
             self.machines[name] = machines.load(name, sets=list(self.machine_sets))
         return self.machines[name]

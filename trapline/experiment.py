@@ -110,8 +110,14 @@ def _semantic_checks(exp_id: str, path: Path, data: dict) -> list[str]:
         bins = kernel_binaries(exp_id, path.parent.parent)
         keys = _declared_keys(path.parent, errs)
     variants = {v["name"] for v in data.get("variants", [])}
+    from trapline import platforms  # the registry (a platform's own checks of its lanes)
     for pname, p in data["platforms"].items():
         at = f"platforms.{pname}"
+        plat = platforms.find(pname)
+        if plat is None:
+            errs.append(f"platforms: unknown field '{pname}'; valid fields: {', '.join(sorted(platforms.names()))} "
+                        f"(the platforms: the modules of trapline/platforms/)")
+            continue
         if "not_applicable" in p:
             extra = sorted(set(p) - {"not_applicable"})
             if extra:
@@ -120,8 +126,7 @@ def _semantic_checks(exp_id: str, path: Path, data: dict) -> list[str]:
         if not p.get("runs"):
             errs.append(f"{at}: needs 'runs' (or 'not_applicable' with a reason)")
             continue
-        if pname in ("qemu", "model") and "arch" not in p:
-            errs.append(f"{at}: needs 'arch' (the guest: x86_64, sparc64 or armv6)")
+        errs += plat.lane_problems(at, p)
         if "headline" not in p:
             errs.append(f"{at}: needs a 'headline' metric")
         if "reproduced_if" not in p and "contrast" not in p:
@@ -168,18 +173,18 @@ def _declared_keys(folder: Path, errs: list[str]) -> dict:
 
 
 def _counter_check(at: str, platform: str, name: Any) -> list[str]:
-    """A model_* count must be one the timing model reports (trapline/platforms/model/counters.py),
-    and only the model platform reports them; other names are the kernel's own counts."""
-    if not isinstance(name, str) or not name.startswith("model_"):
+    """A count named with a platform's prefix (model_*: the timing model's) must be one that
+    platform reports (Platform.counters), on that platform's lane; other names are the
+    kernel's own counts."""
+    from trapline import platforms
+    owner = platforms.counter_owner(name) if isinstance(name, str) else None
+    if owner is None:
         return []
-    from trapline.platforms.model.counters import COUNTERS
-    if platform != "model":
-        return [f"{at}: '{name}' is a timing-model count; only the model platform reports model_* counts"]
-    patterns = [re.escape(c.name).replace(r"\{\}", "[a-z0-9_]+") for c in COUNTERS]
-    if not any(re.fullmatch(p, name) for p in patterns):
-        return [f"{at}: '{name}' is not a count the timing model reports; valid choices: "
-                f"{', '.join(c.name.replace('{}', '<k>') for c in COUNTERS)}"]
-    return []
+    if owner.name != platform:
+        return [f"{at}: '{name}' is a {owner.label} count; only the {owner.name} platform reports "
+                f"{owner.name}_* counts"]
+    problem = owner.counter_problem(name)
+    return [f"{at}: {problem}"] if problem else []
 
 
 def load_file(path: Path) -> Experiment:
