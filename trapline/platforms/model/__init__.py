@@ -37,7 +37,7 @@ from trapline.errors import UsageError
 from trapline.kernelio import MODELLED_TIMER
 from trapline.platforms.base import GuestLane, Lane, Platform, PlatformRun, check_kernel_sets, guest_line, kernel_args
 from trapline.platforms.model.counters import COUNTERS, region_counts
-from trapline.platforms.model.plugin_build import plugin as built_plugin
+from trapline.platforms.model.plugin_build import TOOL as PLUGIN_TOOL, plugin as built_plugin
 from trapline.plugin import args as plugin_args
 from trapline.proc import run_command, tail, tool_version
 
@@ -230,7 +230,7 @@ class ModelPlatform(Platform):
 
     def describe(self) -> dict:
         ctx = self.ctx
-        plugin = ctx.tools.get("model-plugin")
+        plugin = ctx.tools.get(PLUGIN_TOOL)
         return {"plugin": str(plugin) if plugin else None,
                 "qemu": {a: tool_version(arch_table.get(a).qemu_user) for a in sorted(ctx.used.get(self.name, ()))},
                 # the guest lane: qemu-system and the guest image it booted

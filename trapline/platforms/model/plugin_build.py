@@ -11,6 +11,7 @@ from trapline.paths import MODEL, cache_root
 from trapline.proc import run_command, tail
 
 BUILD_SH = MODEL / "build.sh"
+TOOL = "model-plugin"  # its key among the run context's tools (ctx.tool)
 
 
 def plugin_path(log=None) -> Path:
@@ -24,4 +25,4 @@ def plugin_path(log=None) -> Path:
 
 def plugin(ctx) -> Path:
     """The plugin for the run context ctx: built (or found in the cache) once per context."""
-    return ctx.tool("model-plugin", lambda: plugin_path(ctx.log))
+    return ctx.tool(TOOL, lambda: plugin_path(ctx.log))
