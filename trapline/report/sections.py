@@ -132,7 +132,10 @@ def platform_report(manifest: dict, entries: list[Entry]) -> dict[str, dict]:
 
 
 def _legacy_line(label: str, facts: dict) -> str:
-    """One line of a platform's manifest facts: its plain values, and the keys of the rest."""
+    """One line of a platform's manifest facts: its plain values, and the keys of the rest
+    (facts that are all nested, such as one set per architecture: their keys)."""
+    if all(isinstance(v, dict) for v in facts.values()):
+        return f"{label}: {', '.join(map(str, facts))} (manifest.json)"
     plain = [f"{k} {v}" for k, v in facts.items() if isinstance(v, (str, int, float)) and not isinstance(v, bool)]
     nested = [f"{k}: {', '.join(map(str, v))}" for k, v in facts.items() if isinstance(v, dict) and v]
     return f"{label}: " + ("; ".join(plain + nested) or "(manifest.json)")
