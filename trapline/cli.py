@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.machine:
                 takers = platforms.machine_platforms()
                 if args.platform not in (None, *takers):
-                    raise UsageError(f"--machine is for {' or '.join('--platform ' + p for p in takers)}")
+                    raise UsageError(f"--machine is for {platforms.machine_options()}")
                 args.platform = args.platform or takers[0]
             run = runner.execute("run", [args.id], args.platform, args.quick, sets, fresh=args.fresh,
                                  machine=args.machine, timeout=args.timeout)

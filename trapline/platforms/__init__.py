@@ -106,6 +106,11 @@ def machine_platforms() -> list[str]:
     return [n for n, c in all().items() if c.takes_machine]
 
 
+def machine_options() -> str:
+    """The platforms --machine is for, as the option that picks them: '--platform model'."""
+    return " or ".join(f"--platform {n}" for n in machine_platforms())
+
+
 def counter_owner(count: str) -> type[Platform] | None:
     """The platform whose counts a count's name is (model_l1d_misses: the model's): the
     prefix before the first '_' names a platform that declares counters; None for a

@@ -236,10 +236,9 @@ def check_kernel_sets(ctx: RunContext, exp, platform: str, sets: dict[str, str],
             hint = also
             if not also and ("." in k or "[" in k or k.split(".")[0] in machines.top_fields()):
                 from trapline import platforms  # (the registry imports this module)
-                takers = [platforms.find(n) for n in platforms.machine_platforms()]
+                takers = [platforms.find(n).label for n in platforms.machine_platforms()]
                 hint = (f" ('{k}' is a machine field: machine fields are set on the "
-                        f"{' or the '.join(c.label for c in takers)}, "
-                        f"{' or '.join('--platform ' + c.name for c in takers)})")
+                        f"{' or the '.join(takers)}, {platforms.machine_options()})")
             raise UsageError(f"unknown key '{k}' for {exp.id} on {platform}; valid choices: "
                              f"{', '.join(sorted(valid))}{hint}")
     bad = kernelargs.problems(sets, kernelargs.declared(exp.folder), "--set ")

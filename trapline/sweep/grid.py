@@ -84,7 +84,7 @@ def check(exp_id: str, platform: str | None, points: list[dict[str, str]], quick
         exps = {exp.id: exp}
     platform = platform or default_platform(exp)
     if machine and not platforms.check(platform).takes_machine:
-        raise UsageError(f"--machine is for {' or '.join('--platform ' + p for p in platforms.machine_platforms())}")
+        raise UsageError(f"--machine is for {platforms.machine_options()}")
     steps = runner.plan(exps, [exp_id], platform, strict=True)
     if steps[0][2]:
         raise UsageError(f"{exp_id} cannot run on {platform}: {steps[0][2]}")
