@@ -274,3 +274,28 @@ def test_root_is_defined_once():
     defs = [f"{f.relative_to(ROOT)}" for f in (ROOT / "trapline").rglob("*.py")
             if re.search(r"^ROOT\s*=", f.read_text(), re.M)]
     assert defs == ["trapline/paths.py"]
+
+
+def test_a_run_made_before_platform_report_keeps_its_column_order():
+    """An old run directory (its manifest has no platform_report): the columns follow what
+    the entries rest on (a measurement, a functional count, then modelled figures), as the
+    old fixed order did, and each platform's manifest facts are one line."""
+    from trapline.entry import Entry
+    from trapline.report import sections
+
+    def entry(platform, label, rests_on):
+        return Entry(id="x", platform=platform, catalogue="E1", description="d", metric="m", unit="x",
+                     claimed=None, reproduced=None, status="not-applicable", note="n", platform_label=label,
+                     rests_on=rests_on)
+    es = [entry("model", "timing model", None), entry("model", "timing model", "prediction"),
+          entry("host", "host", "measurement"), entry("qemu", "QEMU-functional", "functional count")]
+    manifest = {"platforms": {"host": {"cpu": "Z80", "cores": 1}, "qemu": {"sparc64": {"qemu": "7.2"}}}}
+    info = sections.platform_report(manifest, es)
+    assert sections.platforms_in(es, info) == ["host", "qemu", "model"]
+    assert sections.platform_lines(manifest, es) == ["host: cpu Z80; cores 1", "QEMU-functional: sparc64 (manifest.json)"]
+    # a run that wrote platform_report is drawn as it says
+    manifest["platform_report"] = {"model": {"column": 1, "lines": ["m"]}, "host": {"column": 2, "lines": ["h"]},
+                                   "qemu": {"column": 3, "lines": []}}
+    info = sections.platform_report(manifest, es)
+    assert sections.platforms_in(es, info) == ["model", "host", "qemu"]
+    assert sections.platform_lines(manifest, es) == ["h", "m"]
