@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from conftest import trapline
-from trapline import experiment
+from trapline import experiment, platforms
 from trapline.errors import ExperimentError
 
 GOOD = experiment.kernels_dir() / "x86-split-lock" / "experiment.yaml"
@@ -84,7 +84,9 @@ def good():
     (lambda d: d.update(id="x86-split-lock"), "id: remove it; the id is the folder's name ('x86-split-lock')"),
     (lambda d: d.update(kernel="x86-split-lock"), "kernel: remove it; the kernel is the folder's name"),
     (lambda d: d.pop("source"), "'source' is a required property"),
-    (lambda d: d["platforms"].update(pdp11={}), "platforms: unknown field 'pdp11'; valid fields: gem5, host, model, qemu"),
+    # the valid fields are the platforms found (trapline/platforms/: gem5, host, model, qemu once gem5 lands)
+    (lambda d: d["platforms"].update(pdp11={}),
+     f"platforms: unknown field 'pdp11'; valid fields: {', '.join(sorted(platforms.names()))}"),
     (lambda d: d["platforms"]["host"]["runs"][0].update(binary="nope"),
      "platforms.host.runs[0].binary: 'nope' is not built by kernels/x86-split-lock/kernel.mk; valid choices: split-lock"),
     (lambda d: d["platforms"]["host"].pop("criterion"), "platforms.host.reproduced_if: needs a 'criterion' sentence"),

@@ -23,7 +23,7 @@ from trapline import build, kernelio, machine as M
 from trapline.errors import RunFailed, UsageError
 from trapline import gem5 as G
 from trapline.gem5 import binary, run, stats
-from trapline.plugin import COUNTERS as MODEL_COUNTERS
+from trapline.platforms.model.counters import COUNTERS as MODEL_COUNTERS
 
 from conftest import ROOT
 
@@ -293,7 +293,7 @@ def test_gem5_and_the_model_agree_on_l1d_misses(gem5_binary, kernel, runs):
     misses per operation agree within 25%: both are LRU set-associative caches of
     the same shape."""
     from trapline.platforms.model import pair_regions, simulate
-    from trapline.plugin import plugin_path
+    from trapline.platforms.model.plugin_build import plugin_path
     m = M.load("x86-2012-server")
     plugin = plugin_path()
     for args in runs:

@@ -109,7 +109,11 @@ def _finished_run(tmp_path, umask: int):
                    "started": "2026-01-01T00:00:00+00:00", "finished": "2026-01-01T00:01:00+00:00",
                    "experiments": [{"id": e.id, "platform": e.platform} for e in es],
                    "counts": {"reproduced": 2, "differs": 1, "not-applicable": 0, "failed": 0}}
+        # what each platform tells the report (its column, modelled or not), as a run writes it
+        from trapline import platforms
+        info = {e.platform: platforms.find(e.platform).report_facts({}) for e in es}
         manifest = {"trapline": "0", "run_id": rd.run_id, "finished": summary["finished"], "platforms": {},
+                    "platform_report": info,
                     "git": {"commit": "c" * 40, "dirty": False, "describe": "c0ffee"}, "compilers": {}}
         return rd.finish(summary, manifest, report.render), es, long_note
     finally:

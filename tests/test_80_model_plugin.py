@@ -34,6 +34,7 @@ import pytest
 
 from trapline import machine as M
 from trapline import plugin as P
+from trapline.platforms.model import counters as C
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = ROOT / "model"
@@ -832,21 +833,21 @@ def test_region_counts_come_from_the_counter_list():
     g = {"instructions": 5, "cycles": 9, "l2": None, "trap_table_entries": {"unaligned": 3, "spill": 1},
          "exceptions": {"data_abort": 4}, "memory_reads_by_node": [1, 2], "memory_writes_by_node": [3, 4],
          "traps": {"window_spill": 2}, "l1d": {"misses": 6}}
-    c = P.region_counts(g, 11)
+    c = C.region_counts(g, 11)
     assert c["model_ops"] == 11 and c["model_instructions"] == 5 and c["model_cycles"] == 9
     assert c["model_l2_misses"] == 0 and c["model_l3_misses"] == 0 and c["model_l1d_misses"] == 6
     assert (c["model_trap_entries_unaligned"], c["model_trap_entries_spill"], c["model_data_aborts"]) == (3, 1, 4)
     assert (c["model_memory_reads"], c["model_memory_writes"], c["model_memory_reads_node1"]) == (3, 7, 2)
     assert c["model_window_spills"] == 2 and c["model_window_fills"] == 0
-    assert "model_data_aborts" not in P.region_counts({}, 0)
-    names = {x.name for x in P.COUNTERS}
+    assert "model_data_aborts" not in C.region_counts({}, 0)
+    names = {x.name for x in C.COUNTERS}
     assert all(k in names or any(n.endswith("{}") and k.startswith(n[:-2]) for n in names) for k in c)
 
 
 @pytest.mark.parametrize("which", ["options", "counters"])
 def test_docs_carry_the_generated_tables(which):
     text = (ROOT / "docs" / "model.md").read_text()
-    begin, end, generated = P.MARKS[which]
+    begin, end, generated = P.marks()[which]
     assert begin in text and end in text, f"docs/model.md lacks the {which} table's markers"
     i, j = text.index(begin), text.index(end) + len(end) + 1
     assert text[i:j] == generated(), f"docs/model.md's {which} table is stale: python -m trapline.plugin --markdown"

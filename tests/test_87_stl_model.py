@@ -10,7 +10,7 @@ import pytest
 
 from conftest import trapline
 from trapline import arch as arch_table
-from trapline.plugin import plugin_path
+from trapline.platforms.model.plugin_build import plugin_path
 
 ID = "stl-alloc-scaling"
 

@@ -193,7 +193,7 @@ def timer_warnings(out: KernelOutput, gs: list[Group]) -> list[str]:
     warn = []
     tick = max(out.timer.get("res_ns", 1) or 1, out.timer.get("min_delta_ns", 1) or 1)
     # modelled times (cycles / clock) have no timer to be short against
-    short = [g for g in gs if min(g.sample_ns) < MIN_TICKS_PER_SAMPLE * tick] if out.timer.get("source") != "model" else []
+    short = [g for g in gs if min(g.sample_ns) < MIN_TICKS_PER_SAMPLE * tick] if not out.timer.get("modelled") else []
     if short:
         warn.append(f"{len(short)} group(s) have samples shorter than {MIN_TICKS_PER_SAMPLE} timer ticks "
                     f"({MIN_TICKS_PER_SAMPLE * tick} ns)")

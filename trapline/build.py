@@ -3,7 +3,7 @@
 The cache lives outside the clone (``$TRAPLINE_CACHE``, default
 ``~/.cache/trapline``) so that a fresh clone, CI, and the Docker build reuse a
 build whose inputs did not change. The key is the sha256 of every file under
-the kernels directory (``experiment.kernels_dir()``: ``$TRAPLINE_KERNELS`` or
+the kernels directory (``paths.kernels_dir()``: ``$TRAPLINE_KERNELS`` or
 kernels/) except the experiments' prose and data (experiment.yaml, README.md,
 disasm.yaml, which the compiler never reads), the architecture with its compiler
 and flags (trapline/arch.py), and the full
@@ -29,17 +29,11 @@ from pathlib import Path
 
 from trapline import arch as arch_table
 from trapline.errors import RunFailed, UsageError
-from trapline.experiment import kernels_dir
-
-ROOT = Path(__file__).resolve().parent.parent
+from trapline.paths import ROOT, cache_root, kernels_dir  # noqa: F401 (re-exported: build.cache_root, build.kernels_dir)
 ARCHES = arch_table.ARCHES  # the one architecture table (trapline/arch.py)
 
 # Build flavours: the compiler flags each adds to the architecture's.
 FLAVOURS = {"": "", "gem5": "-DTL_GEM5"}
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("TRAPLINE_CACHE", Path.home() / ".cache" / "trapline"))
 
 
 def check_arch(arch: str) -> None:

@@ -10,15 +10,15 @@ time, uid/gid 0, no owner names, mode 0644, gzip header without name or time.
 
 verify checks, in order:
   1. every file: its sha256 is the one in SHA256SUMS, none missing, none extra;
-  2. the deterministic lanes: each entry whose platform is the model and whose
-     run was not a guest (platform_facts.deterministic, or, where it is not
-     written, not platform_facts.guest: the user-mode model lanes) is run again
-     with the run's own arguments (--quick, --set, the machine), as an ordinary
-     run in the results directory, and the new entry must equal the bundled one
-     byte for byte as JSON, once the fields that are times or places of the run
-     itself (VOLATILE) are taken out.
+  2. the deterministic lanes: each entry whose platform says its figures repeat
+     bit for bit (Platform.why_not_repeatable, from the entry's platform_facts:
+     today the model's user-mode lanes, not its lockstep or guest ones) is run
+     again on its platform with the run's own arguments (--quick, --set, the
+     machine), as an ordinary run in the results directory, and the new entry
+     must equal the bundled one byte for byte as JSON, once the fields that are
+     times or places of the run itself (VOLATILE) are taken out.
 Every other entry (host, qemu, guest model lanes) is skipped with a line saying
-why. Exit 0 with a summary line when all is equal, 1 naming each file that is not.
+why (its platform's words). Exit 0 with a summary line when all is equal, 1 naming each file that is not.
 """
 
 from __future__ import annotations
@@ -37,12 +37,6 @@ from trapline.errors import UsageError
 
 # fields that say when or where a run happened, not what it found
 VOLATILE = frozenset({"seconds", "started", "finished", "run_id", "path", "paths"})
-
-
-# why the other lanes' figures cannot be re-derived by a rerun
-NOT_REPEATABLE = {"host": "the host lane measures real time",
-                  "qemu": "the qemu lane boots a guest, which is not bit-for-bit repeatable",
-                  "gem5": "gem5 is not run by verify"}
 
 
 # ------------------------------------------------------------------ writing
@@ -175,15 +169,16 @@ def check_sums(b: Bundle) -> list[str]:
 
 
 def deterministic(entry: dict) -> str | None:
-    """None when the entry's figures must come out the same on every rerun; else why not."""
-    facts = entry.get("platform_facts") or {}
-    if entry.get("platform") != "model":
-        return NOT_REPEATABLE.get(entry.get("platform"), f"the {entry.get('platform')} lane is not deterministic")
-    if not facts.get("deterministic", not facts.get("guest", False)):
-        if facts.get("lockstep"):
-            return ("a lockstep lane of the model: threads on several vCPUs, whose host timing "
-                    "moves its figures by about 1e-6 (docs/model.md)")
-        return "a guest lane of the model: a booted kernel is not bit-for-bit repeatable"
+    """None when the entry's figures must come out the same on every rerun; else why not
+    (its platform says, from the entry's platform_facts)."""
+    from trapline import platforms
+    name = entry.get("platform")
+    cls = platforms.find(str(name))
+    if cls is None:
+        return f"the {name} platform is not known to this checkout"
+    why = cls.why_not_repeatable(entry.get("platform_facts") or {})
+    if why:
+        return why
     if not entry.get("commands"):
         return "not applicable: no kernel ran for it"
     return None
@@ -211,8 +206,8 @@ def first_difference(a, b, at: str = "") -> str:
     return f"{at or '(whole entry)'}: bundled {json.dumps(a)[:80]}, rerun {json.dumps(b)[:80]}"
 
 
-def rerun(exp_ids: list[str], quick: bool, sets: dict[str, str], machine: str | None) -> Path:
-    """Run the model lane of `exp_ids` again as the bundled run did; the new run
+def rerun(exp_ids: list[str], platform: str, quick: bool, sets: dict[str, str], machine: str | None) -> Path:
+    """Run the `platform` lane of `exp_ids` again as the bundled run did; the new run
     directory. The one place verify calls the runner.
 
     The rerun is an ordinary run in the results directory, in this process's
@@ -221,7 +216,7 @@ def rerun(exp_ids: list[str], quick: bool, sets: dict[str, str], machine: str | 
     kernel's stack and changed modelled figures in the 6th digit."""
     from trapline import runner
     command = "run" if len(exp_ids) == 1 else "reproduce-all"
-    return runner.execute(command, exp_ids, "model", quick, sets, fresh=True, machine=machine).path
+    return runner.execute(command, exp_ids, platform, quick, sets, fresh=True, machine=machine).path
 
 
 def _machine_arg(b: Bundle, entry: dict) -> str | None:
@@ -230,12 +225,12 @@ def _machine_arg(b: Bundle, entry: dict) -> str | None:
     from trapline import experiment
     name = (entry.get("platform_facts") or {}).get("machine")
     try:
-        default = experiment.get(entry["id"]).platform("model").get("machine")
+        default = experiment.get(entry["id"]).platform(entry["platform"]).get("machine")
     except Exception:
         default = None
     if not name or name == default:
         return None
-    machines = b.json("manifest.json").get("platforms", {}).get("model", {}).get("machines", {})
+    machines = b.json("manifest.json").get("platforms", {}).get(entry["platform"], {}).get("machines", {})
     for info in machines.values():  # keyed by name, plus the --set overrides
         f = info.get("file")
         if info.get("name") == name and f and (results.ROOT / f).is_file():
@@ -244,20 +239,20 @@ def _machine_arg(b: Bundle, entry: dict) -> str | None:
 
 
 def rerun_deterministic(b: Bundle, args: dict, entries: dict[str, dict], log) -> tuple[list[str], int]:
-    """Rerun every deterministic entry (one run per machine) and compare; the keys
-    that differ, and how many were compared. Every other entry: a 'skipped' line."""
-    groups: dict[str | None, list[str]] = {}
+    """Rerun every deterministic entry (one run per platform and machine) and compare; the
+    keys that differ, and how many were compared. Every other entry: a 'skipped' line."""
+    groups: dict[tuple[str, str | None], list[str]] = {}
     for key, e in entries.items():
         why = deterministic(e)
         if why:
             log(f"skipped: {key} ({why})")
             continue
-        groups.setdefault(_machine_arg(b, e), []).append(key)
+        groups.setdefault((e["platform"], _machine_arg(b, e)), []).append(key)
     failed, checked = [], 0
-    for machine, keys in groups.items():
+    for (platform, machine), keys in groups.items():
         ids = [entries[k]["id"] for k in keys]
-        log(f"rerunning {', '.join(ids)} on the model" + (f" (machine {machine})" if machine else ""))
-        new = rerun(ids, bool(args.get("quick")), dict(args.get("sets") or {}), machine)
+        log(f"rerunning {', '.join(ids)} on the {platform}" + (f" (machine {machine})" if machine else ""))
+        new = rerun(ids, platform, bool(args.get("quick")), dict(args.get("sets") or {}), machine)
         log(f"rerun: {new}")
         for key in keys:
             checked += 1
@@ -307,6 +302,7 @@ def verify(bundle: str, log=print) -> int:
         log(f"verify: {path.name}: {len(failed)} of {checked} deterministic entries differ on rerun")
         return 1
     skipped = len(entries) - checked
-    log(f"verify: {path.name} OK: every file matches {cite.SUMS}; {checked} deterministic model "
-        f"entr{'y' if checked == 1 else 'ies'} rerun byte-equal; {skipped} skipped")
+    rerun_on = sorted({e["platform"] for e in entries.values() if deterministic(e) is None})
+    log(f"verify: {path.name} OK: every file matches {cite.SUMS}; {checked} deterministic "
+        f"{' and '.join(rerun_on) + ' ' if rerun_on else ''}entr{'y' if checked == 1 else 'ies'} rerun byte-equal; {skipped} skipped")
     return 0

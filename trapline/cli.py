@@ -8,7 +8,7 @@
     build [--arch A ...]                   build the kernels (cached)
     images [--arch A ...] [--builder B] [--buildroot DIR]
                                            build the guest images (cached; B: debian or buildroot)
-    simulate --machine M [--set k=v ...] --arch A -- PROGRAM [ARGS]
+    simulate --machine M [--platform P] [--set k=v ...] --arch A -- PROGRAM [ARGS]
                                            run any static program under the timing model
     sensitivity ID [--param PATH ...] [--factors 0.5,2] [--quick]
                                            the modelled headline against scaled machine parameters
@@ -100,10 +100,12 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("list", help="every experiment id and its one-line description")
     r = sub.add_parser("run", help="run one experiment")
     r.add_argument("id")
-    r.add_argument("--platform", help="host (default: every available platform the experiment lists)")
+    r.add_argument("--platform", help="one platform (default: every available platform the experiment lists)")
     r.add_argument("--set", action="append", metavar="KEY=VALUE",
-                   help="override a kernel argument, or (model) a machine field such as caches.l1d.line=32B")
-    r.add_argument("--machine", help="model platform: a machine name (gem5_configs/machines/) or a YAML file")
+                   help="override a kernel argument, or (a platform that takes a machine) a machine field "
+                        "such as caches.l1d.line=32B")
+    r.add_argument("--machine", help="a platform that takes a machine: a machine name (gem5_configs/machines/) "
+                                     "or a YAML file")
     r.add_argument("--quick", action="store_true", help="small sizes (for tests)")
     r.add_argument("--fresh", action="store_true", help="start a new run instead of resuming an interrupted one")
     r.add_argument("--timeout", type=_seconds, metavar="SECONDS",
@@ -130,6 +132,7 @@ def parser() -> argparse.ArgumentParser:
                                                         "(default: $BUILDROOT)")
     sm = sub.add_parser("simulate", help="run a static program of yours under the timing model, print its stats JSON")
     sm.add_argument("--machine", required=True, help="a machine name (gem5_configs/machines/) or a YAML file")
+    sm.add_argument("--platform", help="a platform that takes a machine (default: the first, the timing model)")
     sm.add_argument("--arch", required=True, help=f"one of {', '.join(arch.ARCHES)}")
     sm.add_argument("--set", action="append", metavar="PATH=VALUE", help="override a machine field, e.g. caches.l1d.size=16kB")
     sm.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS]")
@@ -150,10 +153,10 @@ def parser() -> argparse.ArgumentParser:
     sw = sub.add_parser("sweep", help="run an experiment over the cartesian product of --set values, on Dask "
                                       "(docs/sweeps.md)")
     sw.add_argument("id")
-    sw.add_argument("--platform", help="the lane to sweep (default: model when the experiment has one)")
+    sw.add_argument("--platform", help="the lane to sweep (default: its lane on a platform that takes a machine)")
     sw.add_argument("--set", action="append", default=[], metavar="KEY=V1,V2,...",
                     help="a kernel argument or machine field and its values (';' between values that hold commas)")
-    sw.add_argument("--machine", help="model platform: a machine name or YAML file")
+    sw.add_argument("--machine", help="a platform that takes a machine: a machine name or YAML file")
     sw.add_argument("--quick", action="store_true", help="small sizes")
     sw.add_argument("--scheduler", metavar="ADDRESS",
                     help="a Dask scheduler, e.g. tcp://host:8786 (default: an embedded LocalCluster)")
@@ -237,10 +240,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             sets = _sets(args.set)
             if args.machine:
-                target = platforms.machine_platform()
-                if args.platform not in (None, target):
-                    raise UsageError(f"--machine is for --platform {target}")
-                args.platform = target
+                takers = platforms.machine_platforms()
+                if args.platform not in (None, *takers):
+                    raise UsageError(f"--machine is for {platforms.machine_options()}")
+                args.platform = args.platform or takers[0]
             run = runner.execute("run", [args.id], args.platform, args.quick, sets, fresh=args.fresh,
                                  machine=args.machine, timeout=args.timeout, images=_image_builder(args.images))
             print(run.path / "report.html")
@@ -254,10 +257,12 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_report(args.run_id)
         if args.command == "fidelity":
             from trapline import report
-            from trapline.report import fidelity
+            from trapline.report import fidelity, sections
             from trapline.cite import resolve  # a run id, latest or a run directory
-            runs = [report.load(resolve(r))[3] for r in (args.runs or [None])]
-            sys.stdout.write(fidelity.markdown(fidelity.merge(runs)))
+            loaded = [report.load(resolve(r)) for r in (args.runs or [None])]
+            said = [sections.modelled(sections.platform_report(ld[1], ld[3])) for ld in loaded]
+            modelled = None if any(m is None for m in said) else set().union(*said)
+            sys.stdout.write(fidelity.markdown(fidelity.merge([ld[3] for ld in loaded]), modelled))
             return 0
         if args.command == "build":
             from trapline.context import RunContext
@@ -284,8 +289,14 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "simulate":
             from trapline import machine as machines
+            from trapline import platforms
             from trapline.context import RunContext
-            from trapline.platforms import model
+            takers = platforms.machine_platforms()
+            name = args.platform or takers[0]
+            if name not in takers:
+                raise UsageError(f"simulate --platform takes a platform that takes a machine; valid choices: "
+                                 f"{', '.join(takers)}")
+            plat = platforms.get(name, RunContext.make())
             prog = args.program[1:] if args.program[:1] == ["--"] else args.program
             if not prog:
                 raise UsageError("simulate needs a program after --: simulate --machine M --arch A -- PROGRAM [ARGS]")
@@ -294,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
             m = machines.load(args.machine, sets=[f"{k}={v}" for k, v in _sets(args.set).items()])
             if m.arch != args.arch:
                 raise UsageError(f"machine '{m.name}' describes a {m.arch} machine, not {args.arch}")
-            stats, out, err, status = model.simulate(args.arch, RunContext.make().plugin(), m, prog)
+            stats, out, err, status = plat.simulate(args.arch, m, prog)
             sys.stderr.write(out + err)
             print(json.dumps({"machine": m.name, "sets": list(m.sets), "program": prog, "exit_status": status,
                               "stats": stats}, indent=2))

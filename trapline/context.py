@@ -8,7 +8,7 @@ class attributes or module globals.
     ctx.machine_for("default")  # loaded and validated once per name, then reused
     ctx.kernels("sparc64")      # the kernel build dir, built once per context
     ctx.image("sparc64")        # the guest image holding those kernels (from ctx.image_builder's builder)
-    ctx.plugin()                # the timing-model plugin
+    ctx.tool(key, make)         # a platform's own tool (the model's plugin), made once
 
 The caches are filled lazily and live exactly as long as the context: one
 run uses one build of each architecture even if the sources change while it
@@ -22,7 +22,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from trapline import build, imagebuilders, images, machine as machines
 from trapline.errors import UsageError
@@ -57,14 +57,14 @@ class RunContext:
     sets: dict[str, str] = field(default_factory=dict)   # as the user gave them (--set)
     machine_sets: tuple[str, ...] = ()                   # the machine's share, 'path=value'
     kernel_sets: dict[str, str] = field(default_factory=dict)  # the kernels' share
-    machine_name: str | None = None                      # --machine (the model platform)
+    machine_name: str | None = None                      # --machine (the platforms that take a machine)
     timeout: float | None = None                         # --timeout: seconds per command or guest boot
     image_builder: str = "debian"                        # --images: who builds the guest images (trapline/imagebuilders)
     log: Callable[[str], None] = field(default_factory=Progress)
     builds: dict[str, Path] = field(default_factory=dict)          # arch -> kernel build dir
     images: dict[str, images.Image] = field(default_factory=dict)  # arch -> guest image
     machines: dict[str, machines.Machine] = field(default_factory=dict)  # name -> loaded with machine_sets
-    plugin_path: Path | None = None
+    tools: dict[str, Any] = field(default_factory=dict)  # a platform's own tools (ctx.tool), by key
     used: dict[str, set[str]] = field(default_factory=dict)  # what each lane used, for its manifest facts
 
     def use(self, what: str, item: str) -> None:
@@ -96,19 +96,19 @@ class RunContext:
             self.images[arch] = imagebuilders.get(self.image_builder).image(self, arch)
         return self.images[arch]
 
-    def machine_for(self, default: str | None, exp_id: str = "?") -> machines.Machine:
+    def machine_for(self, default: str | None, exp_id: str = "?", platform: str = "?") -> machines.Machine:
         """The machine --machine names (else default, the experiment's), with the
         machine's --set values applied: loaded and validated once per name."""
         name = self.machine_name or default
         if not name:
-            raise UsageError(f"{exp_id} on model needs --machine; valid choices: {', '.join(machines.names())}")
+            raise UsageError(f"{exp_id} on {platform} needs --machine; valid choices: {', '.join(machines.names())}")
         if name not in self.machines:
             self.machines[name] = machines.load(name, sets=list(self.machine_sets))
         return self.machines[name]
 
-    def plugin(self) -> Path:
-        """The timing-model plugin (model/build.sh; built once per context)."""
-        if self.plugin_path is None:
-            from trapline.plugin import plugin_path
-            self.plugin_path = plugin_path(self.log)
-        return self.plugin_path
+    def tool(self, key: str, make: Callable[[], Any]) -> Any:
+        """A platform's own tool (the model's plugin, a simulator's binary) under key: made by
+        make() once per context, like the kernels."""
+        if key not in self.tools:
+            self.tools[key] = make()
+        return self.tools[key]

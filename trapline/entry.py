@@ -95,7 +95,7 @@ def provenance_note(catalogue: str, facts: dict) -> str:
 
 def build(exp, platform: str, judged: dict, plat_cls=None, prun=None) -> Entry:
     """The entry for `exp` on `platform` from analysis.judge's result, the platform class
-    (None for a platform that is only planned) and its PlatformRun (None when nothing ran)."""
+    (None for a name no platform module has) and its PlatformRun (None when nothing ran)."""
     spec = exp.platforms.get(platform, {})
     e = Entry(id=exp.id, platform=platform, catalogue=exp.data["catalogue"], description=exp.description,
               **{k: judged[k] for k in _JUDGED}, ratio_to_claim=judged.get("ratio_to_claim"),

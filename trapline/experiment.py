@@ -15,7 +15,6 @@ field, and for a closed set the valid choices.
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -24,20 +23,12 @@ from typing import Any
 
 from trapline import checked, kernelargs
 from trapline.errors import ExperimentError, UsageError
+from trapline.paths import ROOT, kernels_dir  # noqa: F401 (re-exported: experiment.kernels_dir)
 from trapline.yamlfile import read_mapping, schema_errors, schema_message, shown, where
 
-ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = Path(__file__).resolve().parent / "schema" / "experiment.schema.json"
 EXPERIMENT_FILE = "experiment.yaml"
 _ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
-
-
-def kernels_dir() -> Path:
-    """The kernels directory, the one place experiments live: $TRAPLINE_KERNELS
-    when set (a tree of its own, e.g. a test's throwaway experiment), else the
-    clone's kernels/. The build (trapline/build.py) reads the same setting."""
-    env = os.environ.get("TRAPLINE_KERNELS")
-    return Path(env) if env else ROOT / "kernels"
 
 
 def catalogue_key(catalogue: str, exp_id: str) -> tuple[int, int, str]:
@@ -96,7 +87,7 @@ def _all_binaries(directory: str) -> tuple[str, ...]:
     read from `make list` (the Makefile is the one authority on what is built)."""
     import subprocess
     try:
-        from trapline.build import make_vars  # build reads kernels_dir() from here
+        from trapline.build import make_vars  # the architecture's compiler and flags
         out = subprocess.run(["make", "-s", "-C", directory, "list", *make_vars("x86_64"), "O=@O@"],
                              capture_output=True, text=True, timeout=60).stdout
     except OSError:
@@ -121,8 +112,14 @@ def _semantic_checks(exp_id: str, path: Path, data: dict) -> list[str]:
         bins = kernel_binaries(exp_id, path.parent.parent)
         keys = _declared_keys(path.parent, errs)
     variants = {v["name"] for v in data.get("variants", [])}
+    from trapline import platforms  # the registry (a platform's own checks of its lanes)
     for pname, p in data["platforms"].items():
         at = f"platforms.{pname}"
+        plat = platforms.find(pname)
+        if plat is None:
+            errs.append(f"platforms: unknown field '{pname}'; valid fields: {', '.join(sorted(platforms.names()))} "
+                        f"(the platforms: the modules of trapline/platforms/)")
+            continue
         if "not_applicable" in p:
             extra = sorted(set(p) - {"not_applicable"})
             if extra:
@@ -131,17 +128,7 @@ def _semantic_checks(exp_id: str, path: Path, data: dict) -> list[str]:
         if not p.get("runs"):
             errs.append(f"{at}: needs 'runs' (or 'not_applicable' with a reason)")
             continue
-        if "host_facts" in p:
-            from trapline import hostfacts
-            for i, n in enumerate(p["host_facts"]):
-                if pname != "host":
-                    errs.append(f"{at}.host_facts: only the host lane reads the host's facts")
-                    break
-                if n not in hostfacts.FACTS:
-                    errs.append(f"{at}.host_facts[{i}]: '{n}' is not a host fact; valid choices: "
-                                f"{', '.join(hostfacts.names())}")
-        if pname in ("qemu", "model") and "arch" not in p:
-            errs.append(f"{at}: needs 'arch' (the guest: x86_64, sparc64 or armv6)")
+        errs += plat.lane_problems(at, p)
         if "headline" not in p:
             errs.append(f"{at}: needs a 'headline' metric")
         if "reproduced_if" not in p and "contrast" not in p:
@@ -188,18 +175,18 @@ def _declared_keys(folder: Path, errs: list[str]) -> dict:
 
 
 def _counter_check(at: str, platform: str, name: Any) -> list[str]:
-    """A model_* count must be one the timing model reports (trapline.plugin.COUNTERS),
-    and only the model platform reports them; other names are the kernel's own counts."""
-    if not isinstance(name, str) or not name.startswith("model_"):
+    """A count named with a platform's prefix (model_*: the timing model's) must be one that
+    platform reports (Platform.counters), on that platform's lane; other names are the
+    kernel's own counts."""
+    from trapline import platforms
+    owner = platforms.counter_owner(name) if isinstance(name, str) else None
+    if owner is None:
         return []
-    from trapline.plugin import COUNTERS
-    if platform != "model":
-        return [f"{at}: '{name}' is a timing-model count; only the model platform reports model_* counts"]
-    patterns = [re.escape(c.name).replace(r"\{\}", "[a-z0-9_]+") for c in COUNTERS]
-    if not any(re.fullmatch(p, name) for p in patterns):
-        return [f"{at}: '{name}' is not a count the timing model reports; valid choices: "
-                f"{', '.join(c.name.replace('{}', '<k>') for c in COUNTERS)}"]
-    return []
+    if owner.name != platform:
+        return [f"{at}: '{name}' is a {owner.label} count; only the {owner.name} platform reports "
+                f"{owner.name}_* counts"]
+    problem = owner.counter_problem(name)
+    return [f"{at}: {problem}"] if problem else []
 
 
 def load_file(path: Path) -> Experiment:

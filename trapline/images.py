@@ -17,10 +17,9 @@ from pathlib import Path
 
 from trapline import arch as arch_table, build
 from trapline.errors import RunFailed, UsageError
+from trapline.paths import IMAGES, ROOT  # noqa: F401 (ROOT re-exported)
 from trapline.proc import run_command, tail
 
-ROOT = Path(__file__).resolve().parent.parent
-IMAGES = ROOT / "images"
 ARCHES = tuple(arch_table.ARCHES)
 # read by tests/test_70_docker.py; the table is trapline/arch.py
 QEMU_BINARY = {a.name: a.qemu_system for a in arch_table.ARCHES.values()}

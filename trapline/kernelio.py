@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 
 # Keys of a sample line that describe the measurement, not the group it belongs to.
 SAMPLE_KEYS = {"exp", "kind", "variant", "rep", "ops", "ns", "user_ns", "sys_ns", "iters", "cycles"}
+# The timer of samples whose times a simulator computed (its cycles / clock), not the
+# kernel's clock: no tick for a sample to be short against (analysis.timer_warnings).
+MODELLED_TIMER = {"source": "simulator", "modelled": True, "res_ns": 0, "min_delta_ns": 0}
 
 
 @dataclass

@@ -12,32 +12,25 @@ compiler) and from it
 - renders the docs' options table (`markdown`; `python -m trapline.plugin
   --markdown`, docs/model.md carries it between marker comments).
 
-It also holds the other two things that are about the plugin as a whole: its
-build (`plugin_path`, model/build.sh) and the model_* counters the experiments
-count on (`COUNTERS`, `region_counts`): each one's name, where in a region of
-the plugin's stats JSON it is read, and what it means.
+The plugin's build (model/build.sh) and the model_* counters read from its stats
+belong to the model platform: trapline/platforms/model/plugin_build.py and
+trapline/platforms/model/counters.py.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trapline.build import cache_root
-from trapline.errors import RunFailed
-from trapline.proc import run_command, tail
+from trapline.paths import DOCS, MODEL, ROOT
 
 if TYPE_CHECKING:
     from trapline.machine import Machine
 
-ROOT = Path(__file__).resolve().parent.parent
-PLUGIN_DIR = ROOT / "model" / "plugin"
+PLUGIN_DIR = MODEL / "plugin"
 OPTIONS_DEF = PLUGIN_DIR / "options.def"
-BUILD_SH = ROOT / "model" / "build.sh"
 
 # one OPT(...) line of options.def: name, kind, "default", min, max, "unit", "field", "conversion", "doc"
 _S = r'"((?:[^"\\]|\\.)*)"'
@@ -198,7 +191,7 @@ def check(machine: Machine) -> None:
     """Every option the machine maps to within the table's range, else one
     MachineError naming the machine field, its value and the range: the same
     bounds the plugin enforces, found before any work starts."""
-    from trapline.machine import MachineError
+    from trapline.machine.units import MachineError  # (not the package: it imports this module)
     for a in args(machine):
         name, value = a.split("=", 1)
         o = BY_NAME[name]
@@ -219,104 +212,7 @@ def check(machine: Machine) -> None:
                            f"valid: {low} to {o.max}{unit}")
 
 
-# ---------------------------------------------------------------- the stats the experiments count on
-
-@dataclass(frozen=True)
-class Counter:
-    """One model_* count of a region, as the experiments' checks name it."""
-    name: str  # with {} for one count per key (a dict) or index (a list)
-    path: str  # dotted, in a region of the stats JSON ("-": not from the plugin)
-    how: str   # value (0 when absent or null), sum (of a list), each ({} per key/index), if-present, ops
-    doc: str
-
-
-COUNTERS: tuple[Counter, ...] = (
-    Counter("model_ops", "-", "ops", "the sample's operations, as the kernel reported them"),
-    Counter("model_instructions", "instructions", "value", "instructions executed in the region"),
-    Counter("model_cycles", "cycles", "value", "modelled cycles: cpi x instructions + every penalty"),
-    Counter("model_l1d_misses", "l1d.misses", "value", "L1D misses (loads and stores)"),
-    Counter("model_l2_misses", "l2.misses", "value", "L2 misses (0 without an L2)"),
-    Counter("model_dtlb_misses", "dtlb.misses", "value", "DTLB misses"),
-    Counter("model_itlb_misses", "itlb.misses", "value", "ITLB misses"),
-    Counter("model_straddling", "straddling_accesses", "value", "accesses touching two cache lines"),
-    Counter("model_locked_split", "locked.split", "value", "locked read-modify-writes straddling two lines"),
-    Counter("model_traps_unaligned", "traps.unaligned", "value", "unaligned accesses that trapped"),
-    Counter("model_window_spills", "traps.window_spill", "value", "SPARC register-window spill traps"),
-    Counter("model_window_fills", "traps.window_fill", "value", "SPARC register-window fill traps"),
-    Counter("model_prefetch_traps", "traps.prefetch", "value", "strong prefetches that trapped"),
-    Counter("model_l3_misses", "l3.misses", "value", "L3 misses (0 without an L3)"),
-    Counter("model_trap_entries_{}", "trap_table_entries", "each",
-            "sparc64 guest: entries into the kernel's trap table, by kind (with trap_table=)"),
-    Counter("model_data_aborts", "exceptions.data_abort", "if-present", "ARM guest: data-abort exception entries"),
-    Counter("model_memory_reads", "memory_reads_by_node", "sum", "reads that reached memory, all nodes"),
-    Counter("model_memory_writes", "memory_writes_by_node", "sum", "writes that reached memory, all nodes"),
-    Counter("model_memory_reads_node{}", "memory_reads_by_node", "each", "reads that reached memory, by node"),
-    Counter("model_wait_cycles", "contention.wait_cycles", "if-present",
-            "lockstep=on: cycles the region's vCPU waited for others (lock-line hand-offs, a join); in model_cycles"),
-    Counter("model_handoffs", "contention.handoffs", "if-present",
-            "lockstep=on: locked read-modify-writes of a line another vCPU's last locked RMW held"),
-    Counter("model_l1i_misses", "l1i.misses", "value", "L1I misses (instruction fetches)"),
-    Counter("model_context_switches", "context_switches", "if-present",
-            "sparc64 guest: address-space switches that emptied the model's TLBs (with ctx_switch=)"),
-)
-
-
-def _get(g: dict, path: str) -> Any:
-    for key in path.split("."):
-        if not isinstance(g, dict):
-            return None
-        g = g.get(key)
-    return g
-
-
-def region_counts(g: dict, ops: int) -> dict[str, int]:
-    """The plugin's counts for one region (a dict of its stats JSON), flattened to the model_* counters."""
-    out: dict[str, int] = {}
-    for c in COUNTERS:
-        v = ops if c.how == "ops" else _get(g, c.path)
-        if c.how in ("ops", "value"):
-            out[c.name] = v or 0
-        elif c.how == "sum":
-            out[c.name] = sum(v or [])
-        elif c.how == "each":
-            items = v.items() if isinstance(v, dict) else enumerate(v or [])
-            out.update({c.name.format(k): n for k, n in items})
-        elif c.how == "if-present" and v is not None:
-            out[c.name] = v
-    return out
-
-
-# ---------------------------------------------------------------- build and docs
-
-def plugin_path(log=None) -> Path:
-    """Build (or find in the cache) the plugin; model/build.sh prints its path. The path it
-    printed last for the same plugin sources is used without asking it again while dpkg's
-    database (the compiler, the installed QEMU whose header build.sh keys) has not changed
-    and CC is unset: build.sh asks dpkg-query, the header and the compiler, 20-150 ms of
-    every `./run.sh simulate` (docs/performance.md); its key stays the authority."""
-    import hashlib
-    memo = cache_root() / "model" / ".last-plugin"
-    sources = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(PLUGIN_DIR.iterdir()) if p.is_file()))
-    try:
-        if "CC" not in os.environ and memo.stat().st_mtime_ns > os.stat("/var/lib/dpkg/status").st_mtime_ns:
-            digest, so = memo.read_text().split(" ", 1)
-            if digest == sources.hexdigest() and Path(so).is_file():
-                return Path(so)
-    except (OSError, ValueError):
-        pass
-    env = dict(os.environ, TRAPLINE_CACHE=str(cache_root()))
-    status, out, err = run_command(["sh", str(BUILD_SH)], 1800, env=env)
-    if status != 0 or not out.strip():
-        raise RunFailed(f"building the timing-model plugin failed (status {status}):\n{tail(err, 20)}")
-    so = out.strip().splitlines()[-1]
-    try:
-        tmp = memo.with_name(f"{memo.name}.{os.getpid()}")
-        tmp.write_text(f"{sources.hexdigest()} {so}")
-        os.replace(tmp, memo)
-    except OSError:
-        pass
-    return Path(so)
-
+# ---------------------------------------------------------------- docs
 
 MARK_BEGIN = "<!-- options table: generated by python -m trapline.plugin --markdown; do not edit -->"
 MARK_END = "<!-- end of the options table -->"
@@ -343,32 +239,21 @@ def markdown() -> str:
     return "\n".join(lines + ["", MARK_END]) + "\n"
 
 
-COUNTERS_BEGIN = "<!-- counters table: generated by python -m trapline.plugin --markdown; do not edit -->"
-COUNTERS_END = "<!-- end of the counters table -->"
-
-
-def counters_markdown() -> str:
-    """The docs' table of the model_* counters (docs/model.md, between COUNTERS_BEGIN and COUNTERS_END)."""
-    how = {"value": "", "sum": "sum of ", "each": "one per entry of ", "if-present": "when present: ", "ops": ""}
-    lines = [COUNTERS_BEGIN, "", "| count | from a region's | meaning |", "|---|---|---|"]
-    for c in COUNTERS:
-        src = "the kernel's sample" if c.path == "-" else f"{how[c.how]}`{c.path}`"
-        lines.append(f"| `{c.name.replace('{}', '<k>')}` | {src} | {c.doc} |")
-    return "\n".join(lines + ["", COUNTERS_END]) + "\n"
-
-
-# the generated blocks of docs/model.md: (begin marker, end marker, generator)
-MARKS = {"options": (MARK_BEGIN, MARK_END, markdown), "counters": (COUNTERS_BEGIN, COUNTERS_END, counters_markdown)}
+def marks() -> dict:
+    """The generated blocks of docs/model.md: (begin marker, end marker, generator) by name; the
+    counters' table is the model platform's (trapline/platforms/model/counters.py)."""
+    from trapline.platforms.model import counters
+    return {"options": (MARK_BEGIN, MARK_END, markdown), "counters": counters.MARKS["counters"]}
 
 
 def main(argv: list[str]) -> int:
     if argv == ["--markdown"]:
-        sys.stdout.write(markdown() + "\n" + counters_markdown())
+        sys.stdout.write("\n".join(generated() for _, _, generated in marks().values()))
         return 0
     if argv == ["--write-docs"]:  # rewrite docs/model.md's generated blocks in place
-        doc = ROOT / "docs" / "model.md"
+        doc = DOCS / "model.md"
         text = doc.read_text()
-        for begin, end, generated in MARKS.values():
+        for begin, end, generated in marks().values():
             i, j = text.index(begin), text.index(end) + len(end)
             text = text[:i] + generated().rstrip("\n") + text[j:]
         doc.write_text(text)

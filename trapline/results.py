@@ -38,7 +38,7 @@ from typing import Any, Callable
 
 from trapline.errors import NoSpace, UsageError
 
-ROOT = Path(__file__).resolve().parent.parent
+from trapline.paths import ROOT
 FULL = (errno.ENOSPC, errno.EDQUOT)  # a full file system, or the user's quota on it
 # What a run writes, measured (docs/performance.md): the report and the manifest, and per
 # entry its JSON, its raw log and its plot; about twice each, as the run's largest so far.

@@ -33,15 +33,17 @@ class Run:
 
 
 def plan(exps: dict, exp_ids: list[str], platform: str | None, strict: bool = True) -> list[tuple]:
-    """(experiment, platform name or None, reason if not runnable) per entry.
+    """(experiment, platform name, reason if not runnable) per entry.
     strict (run ID): a platform the experiment lacks is an error; otherwise
-    (reproduce-all --platform P) such an experiment gets a not-applicable entry."""
+    (reproduce-all --platform P) such an experiment gets a not-applicable entry.
+    Without --platform, every lane the experiment lists; a lane whose platform cannot
+    run here (Platform.why_unavailable) gets a not-applicable entry saying why."""
     out = []
     for eid in exp_ids:
         exp = exps[eid]
         listed = list(exp.platforms)
         if platform:
-            platforms.check(platform)  # raises for unknown/planned platforms
+            platforms.check(platform)  # raises for unknown and unavailable platforms
         if exp.error:  # a file that does not validate (reproduce-all): a failed entry per lane it names
             out += [(exp, p, None) for p in ([platform] if platform else listed)]
             continue
@@ -53,12 +55,9 @@ def plan(exps: dict, exp_ids: list[str], platform: str | None, strict: bool = Tr
                 raise UsageError(f"experiment '{eid}' has no platform '{platform}'; valid choices: {', '.join(listed)}")
             out.append((exp, platform, None))
             continue
-        runnable = [p for p in listed if p in platforms.PLATFORMS]
-        if runnable:
-            out += [(exp, p, None) for p in runnable]
-        else:
-            reasons = "; ".join(f"{p}: {platforms.PLANNED.get(p, 'unknown platform')}" for p in listed)
-            out.append((exp, listed[0], f"needs a platform not available yet ({reasons})"))
+        for p in listed:
+            why = platforms.why_unavailable(p)
+            out.append((exp, p, f"the {p} platform is not available here: {why}" if why else None))
     return out
 
 
@@ -76,11 +75,11 @@ def run_entry(exp, pname: str, reason: str | None, ctx: RunContext) -> tuple[dic
     (a not-applicable entry). Shared by execute and by the sweep's points (trapline/sweep)."""
     if reason:
         judged = analysis.judge({"not_applicable": reason}, exp.headline, None, None)
-        return entries_mod.build(exp, pname, judged, platforms.PLATFORMS.get(pname)).to_dict(), ""
+        return entries_mod.build(exp, pname, judged, platforms.find(pname)).to_dict(), ""
     if exp.error:
         judged = analysis.judge({}, exp.headline, None, f"the experiment file does not validate: {exp.error}")
         ctx.log(f"    failed: {exp.error}")
-        return entries_mod.build(exp, pname, judged, platforms.PLATFORMS.get(pname)).to_dict(), ""
+        return entries_mod.build(exp, pname, judged, platforms.find(pname)).to_dict(), ""
     plat = platforms.get(pname, ctx)
     spec = exp.platform(pname)
     if "not_applicable" in spec:
@@ -154,6 +153,9 @@ def execute(command: str, exp_ids: list[str] | None, platform: str | None, quick
         raise
     for pname in sorted({p for _, p, r in steps if r is None}):
         platform_facts[pname] = platforms.get(pname, ctx).describe()
+    # what the report needs of each platform of the run, from the platform itself (report/sections.py)
+    platform_report = {p: platforms.find(p).report_facts(platform_facts.get(p))
+                       for p in sorted({p for _, p, _ in steps})}
     finished = dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
     summary = {
         "run_id": rd.run_id, "command": command, "quick": quick, "sets": sets,
@@ -162,14 +164,14 @@ def execute(command: str, exp_ids: list[str] | None, platform: str | None, quick
                         for e in entries],
         "counts": {s: sum(1 for e in entries if e["status"] == s) for s in analysis.STATUSES},
     }
-    manifest = make_manifest(rd, args, exps, entries, platform_facts, finished)
+    manifest = make_manifest(rd, args, exps, entries, platform_facts, finished, platform_report)
     final = rd.finish(summary, manifest, report.render)
     c = summary["counts"]
     log(f"done: {final} ({', '.join(f'{n} {s}' for s, n in c.items() if n)})")
     return Run(final, summary, entries)
 
 
-def make_manifest(rd, args, exps, entries, platform_facts, finished) -> dict:
+def make_manifest(rd, args, exps, entries, platform_facts, finished, platform_report=None) -> dict:
     used_exps = sorted({e["id"] for e in entries})
     claims = results.ROOT.parent / "shared" / "claims.md"
     return {
@@ -178,6 +180,7 @@ def make_manifest(rd, args, exps, entries, platform_facts, finished) -> dict:
         "git": results.git_info(),
         "argv": sys.argv,
         "platforms": platform_facts,
+        "platform_report": platform_report or {},
         "python": sys.version.split()[0], "python_packages": results.python_packages(),
         "compilers": {a: _safe(build.compiler_version, a) for a in build.ARCHES},
         "experiments": {eid: {"file": shown(exps[eid].path), "sha256": _safe(results.sha256_file, exps[eid].path),

@@ -2,7 +2,8 @@
 
     ./run.sh sensitivity ID [--machine M] [--param PATH ...] [--factors 0.5,2] [--quick]
 
-Runs the experiment on the model platform once as described, then once per
+Runs the experiment on its timing-model lane (its first lane on a platform that takes
+a machine) once as described, then once per
 (parameter, factor) with that parameter scaled (`--set PATH=<value x factor>`,
 in the field's own unit), and prints one markdown table: the headline of each
 run and its change against the baseline. Without --param the parameters are
@@ -24,7 +25,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from trapline import analysis, experiment, machine as machines
+from trapline import analysis, experiment, machine as machines, platforms
 from trapline.errors import UsageError
 
 _NUM = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
@@ -48,14 +49,21 @@ def parse_factors(text: str) -> list[float]:
     return fs
 
 
+def machine_lane(exp) -> str | None:
+    """The experiment's first lane on a platform that takes a machine (in column order: the timing model)."""
+    return next((p for p in platforms.machine_platforms() if p in exp.platforms), None)
+
+
 def plan(exp_id: str, machine: str | None, params: list[str], factors: list[float]):
-    """(experiment, machine, [(param, factor, value)]) with every scaled machine checked."""
+    """(experiment, its lane's platform, machine, [(param, factor, value)]) with every scaled machine checked."""
     exp = experiment.get(exp_id)  # (another experiment's broken file does not stop this one)
-    if "model" not in exp.data.get("platforms", {}):
+    lane = machine_lane(exp)
+    if lane is None:
         exps = experiment.load_all(broken={})
-        with_model = sorted(e for e, x in exps.items() if "model" in x.data.get("platforms", {}))
-        raise UsageError(f"experiment '{exp_id}' has no model platform; experiments with one: {', '.join(with_model)}")
-    m = machines.load(machine or exp.platform("model")["machine"])
+        with_lane = sorted(e for e, x in exps.items() if machine_lane(x))
+        raise UsageError(f"experiment '{exp_id}' has no {' or '.join(platforms.machine_platforms())} platform; "
+                         f"experiments with one: {', '.join(with_lane)}")
+    m = machines.load(machine or exp.platform(lane)["machine"])
     sources = m.sources()
     if not params:
         params = sorted(k for k, v in sources.items() if v.startswith("assumed"))
@@ -70,7 +78,7 @@ def plan(exp_id: str, machine: str | None, params: list[str], factors: list[floa
             v = scaled(m.raw(p), f, p)
             machines.load(machine or m.name, [f"{p}={v}"])  # a scaled value the checks refuse fails here
             cases.append((p, f, v))
-    return exp, m, cases
+    return exp, lane, m, cases
 
 
 def _headline(e: dict) -> dict:
@@ -84,10 +92,10 @@ def sweep(exp_id: str, machine: str | None = None, params: list[str] | None = No
     """The baseline and every (parameter, factor) as the points of one sweep (trapline/sweep:
     Dask, an embedded LocalCluster unless scheduler is given), in a temporary results directory."""
     from trapline import sweep as sweeps
-    exp, m, cases = plan(exp_id, machine, list(params or []), list(factors))
+    exp, lane, m, cases = plan(exp_id, machine, list(params or []), list(factors))
     points = [{}] + [{p: v} for p, f, v in cases]
     with tempfile.TemporaryDirectory(prefix="trapline-sensitivity-") as tmp:
-        res = sweeps.run(exp_id, points, "model", quick, machine, scheduler, workers, fresh=True, root=Path(tmp),
+        res = sweeps.run(exp_id, points, lane, quick, machine, scheduler, workers, fresh=True, root=Path(tmp),
                          log=log)
     base = _headline(res.entries[0])
     rows = []
@@ -96,12 +104,14 @@ def sweep(exp_id: str, machine: str | None = None, params: list[str] | None = No
         change = (h["reproduced"] / base["reproduced"] - 1) if h["reproduced"] and base["reproduced"] else None
         rows.append({"param": p, "factor": f, "value": v, "baseline_value": str(m.raw(p)),
                      "source": m.sources()[p], **h, "change": change})
-    return {"experiment": exp_id, "machine": m.name, "quick": quick, "baseline": base, "rows": rows}
+    return {"experiment": exp_id, "machine": m.name, "quick": quick, "baseline": base, "rows": rows,
+            "platform_label": platforms.find(lane).label}
 
 
 def table(result: dict) -> str:
     b = result["baseline"]
-    out = [f"{result['experiment']} on {result['machine']} (timing model{', quick' if result['quick'] else ''}): "
+    out = [f"{result['experiment']} on {result['machine']} ({result.get('platform_label', '?')}"
+           f"{', quick' if result['quick'] else ''}): "
            f"{b['metric']}, claimed {analysis.fmt(b['claimed'])}, baseline {analysis.fmt(b['reproduced'])} "
            f"({b['status']})", "",
            "| parameter | as described | scaled | headline | change | status |", "|---|---|---|---|---|---|"]

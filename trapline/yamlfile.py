@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 # PyYAML is imported when a file is read (a description the cache knows is not: trapline.checked)
 
-ROOT = Path(__file__).resolve().parent.parent
+from trapline.paths import ROOT
 
 
 def shown(path: Path) -> str:

@@ -68,7 +68,7 @@ def one(conf: str, m: machines.Machine, kernel: list[str], gem5, plugin) -> tupl
 
 
 def bench(machine: str, kernel: list[str], runs: int, gem5=None, out=print) -> dict[str, dict]:
-    from trapline.plugin import plugin_path
+    from trapline.platforms.model.plugin_build import plugin_path
     m = machines.load(machine)
     gem5 = gem5 or binary.find()
     facts = binary.facts(gem5)

@@ -54,7 +54,7 @@ def _label(s: dict) -> str:
 def compare(machine: str, runs: list[str], cpus: list[str], gem5=None, log=print) -> list[dict]:
     """One row per sample group and simulator: {"group", "sim", "ns_per_op", "<suffix>": per op, "seconds"}."""
     from trapline.platforms.model import simulate as model_simulate, pair_regions as model_pair
-    from trapline.plugin import plugin_path
+    from trapline.platforms.model.plugin_build import plugin_path
     m = machines.load(machine)
     arch = m.arch
     arch_table.get(arch)

@@ -229,7 +229,7 @@ def pair_regions(out: kernelio.KernelOutput, regions_: list[dict], what: str) ->
 def markdown() -> str:
     """The docs' table of the gem5_* counters (docs/gem5.md)."""
     lines = ["| count | gem5 statistics (summed) | meaning | the model's |", "|---|---|---|---|"]
-    from trapline.plugin import COUNTERS as MODEL
+    from trapline.platforms.model.counters import COUNTERS as MODEL
     model = {c.name for c in MODEL}
     for c in COUNTERS:
         twin = "model_" + c.name[len("gem5_"):]

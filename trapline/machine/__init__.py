@@ -41,9 +41,10 @@ from trapline.machine.sets import apply_sets
 from trapline.machine.typed import Quantities, build
 from trapline.machine.units import (CYCLE_UNITS, FREQ_UNITS, SIZE_UNITS, TIME_UNITS, MachineError, Quantity,
                                     parse_freq, parse_size, parse_time, to_int)
+from trapline.paths import MACHINES
 from trapline.yamlfile import read_mapping, shown
 
-MACHINES_DIR = ROOT / "gem5_configs" / "machines"
+MACHINES_DIR = MACHINES
 
 __all__ = ["Machine", "MachineError", "Quantity", "top_fields", "load", "load_file", "load_all", "names", "validate",
            "apply_sets", "parse_size", "parse_freq", "parse_time", "to_int", "derived_fields",

@@ -17,9 +17,9 @@ if TYPE_CHECKING:
     import jsonschema
 
 from trapline.machine.paths import PROVENANCE_KEYS, is_sourced
+from trapline.paths import ROOT
 from trapline.yamlfile import schema_message as file_schema_message, where as _where
 
-ROOT = Path(__file__).resolve().parent.parent.parent
 SCHEMA_PATH = ROOT / "gem5_configs" / "machine.schema.json"
 
 

@@ -1,42 +1,99 @@
-"""Platforms: where an experiment runs. One module per platform; the module
-name is the registry key used by --platform and by kernels/<id>/experiment.yaml.
+"""Platforms: where an experiment runs. A module (or package) of this folder is a
+platform: it defines one class, a subclass of base.Platform, whose `name` is the
+module's name, the key that --platform and an experiment file's `platforms:` use.
+There is no central list: the registry scans this folder (ChampSim style), and
+the folders in $TRAPLINE_PLATFORMS (os.pathsep-separated: platform modules kept
+outside the clone, e.g. a test's throwaway one). Today:
 
     host   the x86_64 machine trapline runs on (real hardware, real time)
     qemu   guests booted under QEMU: functional traps and counts
     model  the timing model: QEMU user mode + trapline's plugin + a machine description
-    gem5   gem5 with the same machine descriptions, where a user has gem5 (planned)
+
+A platform that needs a tool this machine lacks (gem5 without a gem5 binary) is
+still found, and says why it cannot run (Platform.why_unavailable): its lanes
+become not-applicable entries with that reason, and --platform NAME is one line.
 
 A platform is made for one run context (trapline/context.py) and keeps no
-state of its own: what it builds and loads lives on the context.
+state of its own: what it builds and loads lives on the context. Callers ask it
+(base.Platform documents every attribute and method) and never switch on its name.
 """
 
 from __future__ import annotations
 
-from trapline.context import RunContext
-from trapline.errors import UsageError
-from trapline.platforms.base import Platform
-from trapline.platforms.host import HostPlatform
-from trapline.platforms.model import ModelPlatform
-from trapline.platforms.qemu import QemuPlatform
+import importlib
+import os
+import pkgutil
+from functools import lru_cache
+from typing import TYPE_CHECKING
 
-PLATFORMS: dict[str, type[Platform]] = {"host": HostPlatform, "qemu": QemuPlatform, "model": ModelPlatform}
-# Named in experiment files already; runnable once their issue lands: why not, and how to read its figures.
-PLANNED = {
-    "gem5": "gem5 scripts are not written yet (and gem5 is not installed here)",
-}
-PLANNED_MEANING = {
-    "gem5": "simulated cycles from gem5 with the same machine description",
-}
+from trapline.errors import UsageError
+
+if TYPE_CHECKING:
+    from trapline.context import RunContext
+    from trapline.platforms.base import Platform
+
+# more folders of platform modules, scanned like this one
+__path__ = list(__path__) + [p for p in os.environ.get("TRAPLINE_PLATFORMS", "").split(os.pathsep) if p]
+NOT_PLATFORMS = ("base",)  # the modules of this folder that are not platforms
+
+
+@lru_cache(maxsize=1)
+def _module_names() -> list[str]:
+    """The platform modules' names, from the folders alone (nothing imported)."""
+    return sorted({m.name for m in pkgutil.iter_modules(__path__)
+                   if not m.name.startswith("_") and m.name not in NOT_PLATFORMS})
+
+
+@lru_cache(maxsize=None)
+def _load(name: str) -> type[Platform]:
+    """The platform class of module `name`: the one class defined there whose `name` is the module's."""
+    mod = importlib.import_module(f"{__name__}.{name}")
+    found = [c for c in vars(mod).values()
+             if isinstance(c, type) and c.__module__ == mod.__name__ and getattr(c, "name", None) == name
+             and callable(getattr(c, "run", None))]
+    if len(found) != 1:
+        raise RuntimeError(f"platform module {mod.__file__} defines {len(found)} platform classes named "
+                           f"'{name}'; a platform module defines exactly one (base.Platform)")
+    return found[0]
+
+
+def all() -> dict[str, type[Platform]]:  # noqa: A001 - platforms.all(), as the registry reads
+    """Every platform found, in the claim matrix's column order (then by name)."""
+    classes = [_load(n) for n in _module_names()]
+    return {c.name: c for c in sorted(classes, key=lambda c: (c.column, c.name))}
+
+
+def names() -> list[str]:
+    """Every platform's name, in column order: the valid choices of --platform."""
+    return list(all())
+
+
+def find(name: str) -> type[Platform] | None:
+    """The platform class called name, or None when no module of that name exists."""
+    return _load(name) if name in _module_names() else None
+
+
+@lru_cache(maxsize=None)
+def why_unavailable(name: str) -> str | None:
+    """Why the platform called name cannot run here (asked once per process); None when it can."""
+    return _load(name).why_unavailable()
+
+
+def available() -> list[str]:
+    """The platforms that can run here, in column order."""
+    return [n for n in names() if why_unavailable(n) is None]
 
 
 def check(name: str) -> type[Platform]:
-    """The platform class called name; a UsageError naming the valid choices otherwise."""
-    if name not in PLATFORMS:
-        if name in PLANNED:
-            raise UsageError(f"platform '{name}' is not available: {PLANNED[name]}; "
-                             f"valid choices: {', '.join(PLATFORMS)}")
-        raise UsageError(f"unknown platform '{name}'; valid choices: {', '.join(PLATFORMS)}")
-    return PLATFORMS[name]
+    """The platform class called name, if it can run here; a UsageError naming the valid choices otherwise."""
+    cls = find(name)
+    if cls is None:
+        raise UsageError(f"unknown platform '{name}'; valid choices: {', '.join(names())}")
+    why = why_unavailable(name)
+    if why:
+        raise UsageError(f"platform '{name}' is not available here: {why}; "
+                         f"available: {', '.join(available())}")
+    return cls
 
 
 def get(name: str, ctx: RunContext) -> Platform:
@@ -44,11 +101,22 @@ def get(name: str, ctx: RunContext) -> Platform:
     return check(name)(ctx)
 
 
-def meaning(name: str) -> str:
-    """How figures from the platform called name must be read (also for planned ones)."""
-    return PLATFORMS[name].meaning if name in PLATFORMS else PLANNED_MEANING.get(name, name)
+def machine_platforms() -> list[str]:
+    """The platforms that --machine (and a machine's --set keys) are for, in column order."""
+    return [n for n, c in all().items() if c.takes_machine]
 
 
-def machine_platform() -> str:
-    """The platform that --machine is for."""
-    return next(n for n, p in PLATFORMS.items() if p.takes_machine)
+def machine_options() -> str:
+    """The platforms --machine is for, as the option that picks them: '--platform model'."""
+    return " or ".join(f"--platform {n}" for n in machine_platforms())
+
+
+def counter_owner(count: str) -> type[Platform] | None:
+    """The platform whose counts a count's name is (model_l1d_misses: the model's): the
+    prefix before the first '_' names a platform that declares counters; None for a
+    kernel's own count. Only that platform is imported."""
+    head, sep, _ = count.partition("_")
+    if not sep or head not in _module_names():
+        return None
+    cls = _load(head)
+    return cls if cls.counters else None

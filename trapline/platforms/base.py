@@ -1,8 +1,18 @@
-"""What every platform provides."""
+"""What every platform provides: the protocol a platform module implements (class
+Platform: a new platform is one module of trapline/platforms/ defining one subclass),
+the kind of lane it runs (class Lane), what one run produced (PlatformRun), and the
+helpers every platform shares (kernel arguments, --set checks, a guest's sweep keys).
+
+Callers ask a platform these attributes and methods (through the registry,
+trapline/platforms/__init__.py); no module outside trapline/platforms/ switches on a
+platform's name.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+import re
 
 from trapline import machine as machines, kernelargs
 from trapline.context import RunContext
@@ -22,43 +32,184 @@ class PlatformRun:
     facts: dict = field(default_factory=dict)  # platform specifics for the entry (e.g. emulation time)
 
 
+class Lane:
+    """One kind of lane of a platform. A platform whose lanes differ (the model: user
+    mode, or a booted guest) has one small Lane class per kind and picks one for each
+    lane of an experiment file (Platform.lane_class); what differs between its lanes is
+    owned here, once, not tested with spec.get(...) by its callers."""
+    # boots a guest image under qemu-system (the image and QEMU decide its figures too)
+    guest = False
+    # why a rerun would not give its figures again bit for bit; None: it would, and
+    # `./run.sh verify` reruns its entries (trapline/bundle.py)
+    not_repeatable: str | None = None
+
+    def __init__(self, platform: "Platform", spec: dict):
+        self.platform = platform
+        self.spec = spec
+
+    @property
+    def ctx(self) -> RunContext:
+        return self.platform.ctx
+
+    @property
+    def arch(self) -> str:
+        return type(self.platform).lane_arch(self.spec)
+
+    def sweep_keys(self) -> dict:
+        """What decides a sweep point on this lane besides its inputs, the kernel build and
+        trapline's tree: the platform's own tools and images (made here once when missing,
+        so the workers find them in the cache). trapline/sweep/points.py."""
+        return {}
+
+    @classmethod
+    def why_not_repeatable(cls, facts: dict) -> str | None:
+        """Why an entry of this lane (its platform_facts) would not repeat bit for bit on a
+        rerun; None when it would."""
+        return cls.not_repeatable
+
+
+class GuestLane(Lane):
+    """A lane whose commands run in a guest image booted under qemu-system."""
+    guest = True
+
+    def sweep_keys(self) -> dict:
+        return guest_keys(self.ctx, self.arch)
+
+
 class Platform:
-    """One lane. Made for one run context; what it builds or loads lives there.
-    Others ask a platform these attributes instead of switching on its name."""
+    """Where an experiment runs: one subclass per module of trapline/platforms/, whose
+    `name` is the module's name (--platform NAME; `platforms: NAME:` in an experiment
+    file). Made for one run context; what it builds or loads lives there (ctx.kernels,
+    ctx.image, ctx.tool). A new platform defines the class attributes below that differ
+    from the defaults, and run() (the protocol in full: docs/methodology.md, "Platforms")."""
     name = "?"
-    # How figures from this platform must be read; printed next to every figure.
+    # How figures from this platform are labelled ("timing model"); printed next to every figure.
     label = "?"
     # One sentence: what a figure from this platform is (the report prints "label: meaning").
     meaning = "?"
     # What its sample times are: "real" (measured), "emulation" (an emulator's
-    # wall clock, never a prediction) or "predicted" (the model's cycles / clock).
+    # wall clock, never a prediction) or "predicted" (a simulator's cycles / clock:
+    # its figures are modelled, and the fidelity table lists them).
     times = "real"
-    # --machine applies to it
+    # Its place among the claim matrix's columns (host 10, qemu 20, model 30; lower is further left).
+    column = 100
+    # A fixed architecture for every lane (the host's); None: each lane names its `arch`.
+    arch: str | None = None
+    # --machine applies to it, and --set keys that are machine fields (context.split_sets).
     takes_machine = False
+    # Sweep points on it may run side by side (False: they would disturb each other's figures).
+    side_by_side = True
+    # Why its sweep points run one at a time (when side_by_side is False).
+    one_at_a_time = ""
+    # The counts it adds to a kernel's own (model_*): each name starts with "<name>_"
+    # ("{}": one count per key), and only its lanes may name them in an experiment file.
+    counters: tuple[str, ...] = ()
+    # The kinds of lane it runs; lane_class picks one per lane (the first by default).
+    lanes: tuple[type[Lane], ...] = (Lane,)
 
     def __init__(self, ctx: RunContext):
         self.ctx = ctx
+
+    # ------------------------------------------------ asked of the class (no run context)
+
+    @classmethod
+    def why_unavailable(cls) -> str | None:
+        """Why it cannot run on this machine (a tool it needs is missing: say how to get it),
+        or None when it can. An unavailable platform's lanes become not-applicable entries
+        with this reason; --platform NAME is refused with it."""
+        return None
+
+    @classmethod
+    def lane_class(cls, spec: dict) -> type[Lane]:
+        """The kind of lane an experiment file's lane (or an entry's platform_facts) is."""
+        return cls.lanes[0]
+
+    @classmethod
+    def lane_arch(cls, spec: dict) -> str:
+        """The architecture a lane runs: the platform's own, else the lane's `arch`."""
+        return cls.arch or spec["arch"]
+
+    @classmethod
+    def lane_problems(cls, at: str, spec: dict) -> list[str]:
+        """Its own checks of a lane in an experiment file (trapline/experiment.py), as sentences naming the field."""
+        errs = []
+        if cls.arch is None and "arch" not in spec:
+            errs.append(f"{at}: needs 'arch' (the guest: x86_64, sparc64 or armv6)")
+        if "host_facts" in spec:
+            errs += cls.host_facts_problems(f"{at}.host_facts", spec["host_facts"])
+        return errs
+
+    @classmethod
+    def host_facts_problems(cls, at: str, names: list) -> list[str]:
+        """Its checks of a lane's `host_facts` (the facts of the machine trapline runs on
+        that the lane's figures depend on: trapline/hostfacts.py)."""
+        return [f"{at}: only the host lane reads the host's facts"]
+
+    @classmethod
+    def counter_problem(cls, count: str) -> str | None:
+        """Why `count` (named with this platform's prefix) is not one it reports; None if it is."""
+        patterns = [re.escape(c).replace(r"\{\}", "[a-z0-9_]+") for c in cls.counters]
+        if any(re.fullmatch(p, count) for p in patterns):
+            return None
+        return (f"'{count}' is not a count the {cls.label} reports; valid choices: "
+                f"{', '.join(c.replace('{}', '<k>') for c in cls.counters)}")
+
+    @classmethod
+    def why_not_repeatable(cls, facts: dict) -> str | None:
+        """Why an entry's figures (from its platform_facts) would not repeat bit for bit on a rerun; None when they would."""
+        return cls.lane_class(facts).why_not_repeatable(facts)
+
+    @classmethod
+    def report_lines(cls, facts: dict) -> list[str]:
+        """The report's lines for its manifest facts (describe()): what it ran on."""
+        return [f"{cls.label}: {facts}"]
+
+    @classmethod
+    def report_facts(cls, facts: dict | None) -> dict:
+        """What the report needs of it, written into the run's manifest.json
+        (platform_report) so that the report is a function of the run directory."""
+        return {"label": cls.label, "column": cls.column, "modelled": cls.times == "predicted",
+                "lines": cls.report_lines(facts) if facts else []}
 
     @property
     def timing_plots(self) -> bool:
         """Whether its times may be drawn and compared as times."""
         return self.times != "emulation"
 
+    # ------------------------------------------------ asked in a run context
+
+    @property
+    def kernel_sets(self) -> dict[str, str]:
+        """The --set values its kernels take: all of them, or, on a platform that takes a
+        machine, those that are not machine fields."""
+        return self.ctx.kernel_sets if self.takes_machine else self.ctx.sets
+
+    def lane(self, exp) -> Lane:
+        """Its lane of the experiment, as the kind of lane it is."""
+        spec = exp.platform(self.name)
+        return type(self).lane_class(spec)(self, spec)
+
     def describe(self) -> dict:
-        """Facts for the manifest: CPU, OS, tool versions."""
+        """Facts for the manifest: CPU, OS, tool versions (what it used in this context)."""
         return {}
 
     def validate(self, exp) -> None:
         """Reject bad --set keys and machines before anything runs (UsageError)."""
+        check_kernel_sets(self.ctx, exp, self.name, self.kernel_sets)
 
     def run(self, exp) -> PlatformRun:
         raise NotImplementedError
+
+    def simulate(self, arch: str, machine, argv: list[str]) -> tuple[dict, str, str, int | None]:
+        """`./run.sh simulate`: a program of the user's under this platform with a machine;
+        (stats, stdout, stderr, exit status). Only platforms that take a machine."""
+        raise UsageError(f"platform '{self.name}' does not simulate a program")
 
     def _lane(self, exp) -> tuple[dict, str, float]:
         """A guest or model run's start: its lane of the experiment, the lane's arch, the start time."""
         import time
         spec = exp.platform(self.name)
-        return spec, spec["arch"], time.monotonic()
+        return spec, type(self).lane_arch(spec), time.monotonic()
 
 
 # ------------------------------------------------ shared by every platform
@@ -93,10 +244,40 @@ def check_kernel_sets(ctx: RunContext, exp, platform: str, sets: dict[str, str],
         if k not in valid:
             hint = also
             if not also and ("." in k or "[" in k or k.split(".")[0] in machines.top_fields()):
-                hint = (f" ('{k}' is a machine field: machine fields are set on the timing model, "
-                        f"--platform model)")
+                from trapline import platforms  # (the registry imports this module)
+                takers = [platforms.find(n).label for n in platforms.machine_platforms()]
+                hint = (f" ('{k}' is a machine field: machine fields are set on the "
+                        f"{' or the '.join(takers)}, {platforms.machine_options()})")
             raise UsageError(f"unknown key '{k}' for {exp.id} on {platform}; valid choices: "
                              f"{', '.join(sorted(valid))}{hint}")
     bad = kernelargs.problems(sets, kernelargs.declared(exp.folder), "--set ")
     if bad:
         raise UsageError(bad[0])
+
+
+def guest_line(label: str, g: dict) -> str:
+    """The report's line for a booted guest's facts (guest.guest_image_facts), ending with
+    which builder made its image."""
+    return (f"{label}: {g.get('qemu', '?')}, {g.get('machine', '?')}, "
+            f"guest Linux sha256 {str(g.get('linux_sha256') or '-')[:12]}, "
+            f"initramfs sha256 {str(g.get('initrd_sha256') or '-')[:12]}, {images_words(g.get('images'))}")
+
+
+def images_words(images: dict | None) -> str:
+    """Which builder made a guest's image: 'debian images', or 'buildroot images
+    (Buildroot 2026.02.3, trapline_armv6_defconfig sha256 ...)'."""
+    images = images or {"builder": "debian"}
+    words = f"{images.get('builder', '?')} images"
+    if images.get("buildroot"):
+        words += (f" (Buildroot {images['buildroot']}, {images.get('defconfig', '?')} sha256 "
+                  f"{str(images.get('defconfig_sha256') or '-')[:12]})")
+    return words
+
+
+def guest_keys(ctx: RunContext, arch: str) -> dict:
+    """A guest lane's sweep keys: the guest image (its Linux and initramfs) and qemu-system's version."""
+    from trapline import arch as arch_table
+    from trapline.proc import tool_version
+    img = ctx.image(arch)
+    return {"image": {k: img.facts.get(k) for k in ("LINUX_SHA256", "INITRD_SHA256")},
+            "qemu": tool_version(arch_table.get(arch).qemu_system)}

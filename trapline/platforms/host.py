@@ -14,7 +14,7 @@ from pathlib import Path
 
 from trapline import build, hostfacts, kernelio
 from trapline.proc import CONSOLE_TAIL_LINES, run_command, tail  # noqa: F401 (re-exported)
-from trapline.platforms.base import Platform, PlatformRun, check_kernel_sets, kernel_args
+from trapline.platforms.base import Lane, Platform, PlatformRun, kernel_args
 
 DEFAULT_TIMEOUT_S = 600
 QUICK_TIMEOUT_S = 120
@@ -30,12 +30,25 @@ def cpu_model() -> str:
     return pyplatform.processor() or "unknown"
 
 
+class HostLane(Lane):
+    not_repeatable = "the host lane measures real time"
+
+
 class HostPlatform(Platform):
     name = "host"
     label = "host"
     meaning = "measured in real time on this machine's CPU"
     times = "real"
+    column = 10
     arch = "x86_64"
+    side_by_side = False
+    one_at_a_time = "host points measure real time: side by side they would disturb each other"
+    lanes = (HostLane,)
+
+    @classmethod
+    def host_facts_problems(cls, at: str, names: list) -> list[str]:
+        return [f"{at}[{i}]: '{n}' is not a host fact; valid choices: {', '.join(hostfacts.names())}"
+                for i, n in enumerate(names) if n not in hostfacts.FACTS]
 
     def describe(self) -> dict:
         u = os.uname()
@@ -44,8 +57,10 @@ class HostPlatform(Platform):
                 "machine": u.machine, "compiler": build.compiler_version(self.arch),
                 "kernel_build": build_dir.name if build_dir else None, **hostfacts.describe()}
 
-    def validate(self, exp) -> None:
-        check_kernel_sets(self.ctx, exp, self.name, self.ctx.sets)
+    @classmethod
+    def report_lines(cls, f: dict) -> list[str]:
+        return [f"{cls.label}: {f.get('cpu', '?')}, {f.get('cores', '?')} cores, {f.get('kernel', '?')}, "
+                f"{f.get('compiler', '?')}"]
 
     def run(self, exp) -> PlatformRun:
         ctx, log = self.ctx, self.ctx.log
@@ -61,7 +76,7 @@ class HostPlatform(Platform):
         facts = hostfacts.for_lane(spec.get("host_facts", []))  # what this host makes the figure measure
         for i, r in enumerate(runs):
             binary = bindir / r["binary"]
-            cmd = [str(binary)] + kernel_args(ctx, exp, r, ctx.sets)
+            cmd = [str(binary)] + kernel_args(ctx, exp, r, self.kernel_sets)
             shown = " ".join([f"{exp.kernel}/{r['binary']}"] + cmd[1:])
             commands.append([f"{exp.kernel}/{r['binary']}"] + cmd[1:])
             log(f"{exp.id} [{i + 1}/{len(runs)}] {shown}")

@@ -14,10 +14,14 @@ from __future__ import annotations
 import time
 
 from trapline import arch as arch_table, build, guest, kernelio
-from trapline.platforms.base import Platform, PlatformRun, check_kernel_sets
+from trapline.platforms.base import GuestLane, Platform, PlatformRun, guest_line
 
 QUICK_BOOT_TIMEOUT_S = 300
 FULL_BOOT_TIMEOUT_S = 1800
+
+
+class QemuLane(GuestLane):
+    not_repeatable = "the qemu lane boots a guest, which is not bit-for-bit repeatable"
 
 
 class QemuPlatform(Platform):
@@ -25,6 +29,8 @@ class QemuPlatform(Platform):
     label = "QEMU-functional"
     meaning = "counts and checks from an emulated machine; its wall clock is emulation time, not a prediction"
     times = "emulation"
+    column = 20
+    lanes = (QemuLane,)
 
     def describe(self) -> dict:
         out = {}
@@ -36,15 +42,16 @@ class QemuPlatform(Platform):
                          "linux_cache": img.facts.get("LINUX_CACHE") if img else None}
         return out
 
-    def validate(self, exp) -> None:
-        check_kernel_sets(self.ctx, exp, self.name, self.ctx.sets)
+    @classmethod
+    def report_lines(cls, f: dict) -> list[str]:
+        return [guest_line(f"{cls.label} ({arch})", a) for arch, a in sorted(f.items())]
 
     def run(self, exp) -> PlatformRun:
         ctx, log = self.ctx, self.ctx.log
         spec, arch, t0 = self._lane(exp)
         image = ctx.image(arch)
         ctx.use(self.name, arch)
-        commands, shown = guest.guest_commands(ctx, exp, spec, ctx.sets)
+        commands, shown = guest.guest_commands(ctx, exp, spec, self.kernel_sets)
         timeout = ctx.timeout_for(spec.get("boot_timeout_s", QUICK_BOOT_TIMEOUT_S if ctx.quick else FULL_BOOT_TIMEOUT_S))
         log(f"{exp.id}: booting the {arch} guest ({arch_table.get(arch).machine_label}) with "
             f"{len(commands)} command(s)")

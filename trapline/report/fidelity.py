@@ -2,15 +2,15 @@
 simulated lane models, modelled against claimed, with |log2(modelled / claimed)| per
 row and the median and the worst over the rows.
 
-A row is an entry's headline or one of its figures, on a simulated platform
-(MODELLED: the timing model, gem5), with a numeric claimed figure and a modelled
+A row is an entry's headline or one of its figures, on a simulated platform (one whose
+times are predicted: the timing model; the run's manifest says which), with a numeric claimed figure and a modelled
 value, both positive (a log needs them). |log2| is 0 for a match, 1 for a factor of
 two either way. Each headline row also says what it rests on (prediction, input,
 fitted) and whether it keeps the rule of issue 12: a `prediction` headline is within
 2x of its claim or its entry says `differs` (with the reason, in its note).
 
-Built from entries alone, like the rest of the report: `section()` for the report,
-`markdown()` for `./run.sh fidelity [RUN ...]` and docs/methodology.md.
+Built from entries alone, like the rest of the report: the rows and lines here, laid out
+as a section of the report by report/sections.py (`fidelity_section`), and `markdown()` for `./run.sh fidelity [RUN ...]` and docs/methodology.md.
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from trapline import analysis
 from trapline.entry import Entry
 
-MODELLED = ("model", "gem5")   # platforms whose figures are modelled, not measured
+# what a modelled figure rests on (Entry.rests_on: the machine's provenance), as opposed to
+# a measurement or a functional count: which entries are modelled, where a run does not say
+MODELLED_BASES = ("prediction", "input", "fitted")
 WITHIN = 1.0                   # |log2| of a factor of two
 
 
@@ -60,10 +62,14 @@ def _order(e: Entry) -> tuple[int, str]:
     return (int(digits) if digits else 10 ** 6, e.id)
 
 
-def rows(entries: list[Entry], platforms: tuple[str, ...] = MODELLED) -> list[Row]:
-    """The table's rows, in catalogue order: each modelled entry's headline, then its figures."""
+def rows(entries: list[Entry], modelled: set[str] | None = None) -> list[Row]:
+    """The table's rows, in catalogue order: each modelled entry's headline, then its figures.
+    modelled: the platforms whose figures are modelled (as the run's platforms said,
+    report/sections.py); None: the entries whose rests_on is one of MODELLED_BASES."""
+    def is_modelled(e: Entry) -> bool:
+        return e.platform in modelled if modelled is not None else e.rests_on in MODELLED_BASES
     out = []
-    for e in sorted((e for e in entries if e.platform in platforms), key=_order):
+    for e in sorted((e for e in entries if is_modelled(e)), key=_order):
         c, m = _num(e.claimed), _num(e.reproduced)
         if c and m:
             out.append(Row(e.catalogue, e.id, e.platform, "headline", e.metric, e.unit, c, m, e.rests_on, e.status))
@@ -131,23 +137,9 @@ EXPLAIN = ("Every figure with a claimed number that a simulated lane models: the
            "its claim or be reported differs, with the reason in its note.")
 
 
-def section(entries: list[Entry]):
-    """The report's section, or None when the run has no modelled figure with a claim."""
-    from trapline.report.sections import Bullets, Cell, Para, Section, Table
-    rs = rows(entries)
-    if not rs:
-        return None
-    s = summary(rs)
-    return Section("Fidelity of the modelled figures", "fidelity", [
-        Para(EXPLAIN, small=True),
-        Bullets([Cell(line, strong=line.startswith("Prediction") and bool(s["breaking_rule"]))
-                 for line in summary_lines(s)]),
-        Table(HEADER, [[Cell(c) for c in row] for row in table_cells(rs)], id="fidelity")])
-
-
-def markdown(entries: list[Entry]) -> str:
+def markdown(entries: list[Entry], modelled: set[str] | None = None) -> str:
     """The table and its summary as markdown (./run.sh fidelity; docs/methodology.md)."""
-    rs = rows(entries)
+    rs = rows(entries, modelled)
     if not rs:
         return "No modelled figure with a claimed number in these runs.\n"
     esc = lambda t: t.replace("|", "\\|")  # noqa: E731

@@ -12,14 +12,17 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from trapline import analysis
 from trapline.entry import Entry
+from trapline.report import fidelity
 from trapline.report.plots import group_label
 
-# the matrix's columns, for the platforms that appear in the run (others follow in run order)
-COLUMN_ORDER = ("host", "qemu", "model", "gem5")
+# a run made before the platforms wrote platform_report into its manifest: each
+# platform's column from what its entries rest on (a measurement, a functional count,
+# else a model's figures), and modelled figures as fidelity.MODELLED_BASES say
+LEGACY_COLUMN = {"measurement": 10, "functional count": 20}
+LEGACY_LAST = 30
 
 
 @dataclass
@@ -112,13 +115,44 @@ def matrix_cell(e: Entry) -> Cell:
     return Cell(text, status=e.status, link=anchor(e))
 
 
-def platforms_in(entries: list[Entry]) -> list[str]:
+def platform_report(manifest: dict, entries: list[Entry]) -> dict[str, dict]:
+    """Per platform of the run, what the report needs of it (label, column, modelled,
+    lines), as the platform wrote it into manifest.json at run time (Platform.report_facts).
+    A run made before that: its column from what its entries rest on, its lines one per
+    platform from the manifest's facts; modelled is then left to fidelity.rows."""
+    written = manifest.get("platform_report")
+    if isinstance(written, dict) and written:
+        return written
+    out: dict[str, dict] = {}
+    for e in entries:
+        col = LEGACY_COLUMN.get(e.rests_on or "", LEGACY_LAST)
+        info = out.setdefault(e.platform, {"label": e.label, "column": col, "modelled": None, "lines": []})
+        info["column"] = min(info["column"], col)
+    for name, facts in (manifest.get("platforms") or {}).items():
+        if facts and name in out:
+            out[name]["lines"] = [_legacy_line(out[name]["label"], facts)]
+    return out
+
+
+def _legacy_line(label: str, facts: dict) -> str:
+    """One line of a platform's manifest facts: its plain values, and the keys of the rest
+    (facts that are all nested, such as one set per architecture: their keys)."""
+    if all(isinstance(v, dict) for v in facts.values()):
+        return f"{label}: {', '.join(map(str, facts))} (manifest.json)"
+    plain = [f"{k} {v}" for k, v in facts.items() if isinstance(v, (str, int, float)) and not isinstance(v, bool)]
+    nested = [f"{k}: {', '.join(map(str, v))}" for k, v in facts.items() if isinstance(v, dict) and v]
+    return f"{label}: " + ("; ".join(plain + nested) or "(manifest.json)")
+
+
+def platforms_in(entries: list[Entry], info: dict[str, dict] | None = None) -> list[str]:
+    """The platforms of the run in column order (Platform.column), then in run order."""
     seen = list(dict.fromkeys(e.platform for e in entries))
-    return [p for p in COLUMN_ORDER if p in seen] + [p for p in seen if p not in COLUMN_ORDER]
+    info = info or {}
+    return sorted(seen, key=lambda p: (info.get(p, {}).get("column", LEGACY_LAST), seen.index(p)))
 
 
-def claim_matrix(entries: list[Entry], summary: dict) -> Section:
-    cols = platforms_in(entries)
+def claim_matrix(entries: list[Entry], summary: dict, info: dict[str, dict] | None = None) -> Section:
+    cols = platforms_in(entries, info)
     labels = {e.platform: e.label for e in entries}
     meanings = {e.platform: e.platform_meaning for e in entries}
     by = {(e.id, e.platform): e for e in entries}
@@ -189,47 +223,11 @@ def experiment_section(e: Entry, plots: set[str]) -> Section:
 
 # ------------------------------------------------------------------ manifest
 
-def _images_words(images: dict | None) -> str:
-    """Which builder made a guest's image: 'debian images', or 'buildroot images
-    (Buildroot 2026.02.3, trapline_armv6_defconfig sha256 ...)'."""
-    images = images or {"builder": "debian"}
-    words = f"{images.get('builder', '?')} images"
-    if images.get("buildroot"):
-        words += (f" (Buildroot {images['buildroot']}, {images.get('defconfig', '?')} sha256 "
-                  f"{str(images.get('defconfig_sha256') or '-')[:12]})")
-    return words
-
-
-def _guest_line(label: str, g: dict) -> str:
-    return (f"{label}: {g.get('qemu', '?')}, {g.get('machine', '?')}, "
-            f"guest Linux sha256 {str(g.get('linux_sha256') or '-')[:12]}, "
-            f"initramfs sha256 {str(g.get('initrd_sha256') or '-')[:12]}, {_images_words(g.get('images'))}")
-
-
-def platform_lines(manifest: dict) -> list[str]:
-    """One line per platform that produced an entry: what it ran on (the manifest
-    has the rest)."""
-    out = []
-    for name, f in sorted(manifest.get("platforms", {}).items()):
-        if not f:
-            continue
-        if name == "host":
-            out.append(f"host: {f.get('cpu', '?')}, {f.get('cores', '?')} cores, {f.get('kernel', '?')}, "
-                       f"{f.get('compiler', '?')}")
-        elif name == "qemu":
-            out += [_guest_line(f"QEMU-functional ({arch})", a) for arch, a in sorted(f.items())]
-        elif name == "model":
-            plugin = Path(f["plugin"]).parent.name[:12] if f.get("plugin") else "-"
-            out.append(f"timing model: plugin build {plugin}" +
-                       "".join(f"; user mode: {v}" for v in f.get("qemu", {}).values()))
-            out += [_guest_line(f"timing model guest ({arch})", g) for arch, g in sorted(f.get("guests", {}).items())]
-            for m in f.get("machines", {}).values():
-                sets = f" with {', '.join(m['sets'])}" if m.get("sets") else ""
-                out.append(f"timing model machine: {m.get('summary', m.get('name'))}{sets} "
-                           f"({m.get('file')}, sha256 {str(m.get('file_sha256') or '-')[:12]})")
-        else:
-            out.append(f"{name}: {f}")
-    return out
+def platform_lines(manifest: dict, entries: list[Entry] | None = None) -> list[str]:
+    """What each platform that produced an entry ran on, in its own words (the lines
+    Platform.report_lines wrote into the manifest; the manifest has the rest), by name."""
+    info = platform_report(manifest, entries or [])
+    return [line for name in sorted(info) for line in info[name].get("lines", [])]
 
 
 def citation(manifest: dict, manifest_sha256: str) -> str:
@@ -240,14 +238,35 @@ def citation(manifest: dict, manifest_sha256: str) -> str:
             f"manifest.json sha256 {manifest_sha256[:16]}. See CITATION.cff.")
 
 
-def manifest_sections(manifest: dict, manifest_sha256: str) -> list[Section]:
+def manifest_sections(manifest: dict, manifest_sha256: str, entries: list[Entry]) -> list[Section]:
     shown = {k: v for k, v in manifest.items() if k != "binaries_sha256"}
     return [Section("Manifest", "manifest", [
                 Para("Platforms (all inputs, versions and hashes: manifest.json):"),
-                Bullets([Cell(line) for line in platform_lines(manifest)]),
+                Bullets([Cell(line) for line in platform_lines(manifest, entries)]),
                 Para(f"Compilers: {manifest.get('compilers', {})}"),
                 Pre("manifest.json (without the binaries' hashes)", json.dumps(shown, indent=1).splitlines())]),
             Section("How to cite", "how-to-cite", [Para(citation(manifest, manifest_sha256))])]
+
+
+def modelled(info: dict[str, dict]) -> set[str] | None:
+    """The run's platforms whose figures are modelled (None: a run that did not say; fidelity.rows decides)."""
+    if any(i.get("modelled") is None for i in info.values()):
+        return None
+    return {p for p, i in info.items() if i.get("modelled")}
+
+
+def fidelity_section(entries: list[Entry], info: dict[str, dict] | None = None) -> Section | None:
+    """The fidelity table of the modelled figures (issue 12, report/fidelity.py), or None
+    when the run has no modelled figure with a claim."""
+    rs = fidelity.rows(entries, modelled(info or {}) if info else None)
+    if not rs:
+        return None
+    s = fidelity.summary(rs)
+    return Section("Fidelity of the modelled figures", "fidelity", [
+        Para(fidelity.EXPLAIN, small=True),
+        Bullets([Cell(line, strong=line.startswith("Prediction") and bool(s["breaking_rule"]))
+                 for line in fidelity.summary_lines(s)]),
+        Table(fidelity.HEADER, [[Cell(c) for c in row] for row in fidelity.table_cells(rs)], id="fidelity")])
 
 
 def build(summary: dict, manifest: dict, manifest_sha256: str, entries: list[Entry], plots: set[str]) -> Report:
@@ -259,10 +278,10 @@ def build(summary: dict, manifest: dict, manifest_sha256: str, entries: list[Ent
                  Para("Headline ratios with a claimed figure: claimed (grey) beside reproduced "
                       "(coloured by status), log scale.", small=True)]
                 if "plots/overview.png" in plots else [Para("No headline ratio with a claimed figure in this run.")])
-    from trapline.report import fidelity  # the fidelity table of the modelled figures (issue 12)
-    fid = fidelity.section(entries)
+    info = platform_report(manifest, entries)
+    fid = fidelity_section(entries, info)
     return Report(f"trapline report: {summary['run_id']}", subtitle,
-                  [claim_matrix(entries, summary), Section("Overview", "overview", overview)]
+                  [claim_matrix(entries, summary, info), Section("Overview", "overview", overview)]
                   + ([fid] if fid else [])
                   + [experiment_section(e, plots) for e in entries]
-                  + manifest_sections(manifest, manifest_sha256))
+                  + manifest_sections(manifest, manifest_sha256, entries))

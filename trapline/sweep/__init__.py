@@ -28,7 +28,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from trapline import __version__, analysis, build, results
+from trapline import __version__, analysis, build, platforms, results
 from trapline.context import Progress
 from trapline.errors import RunFailed
 from trapline.sweep import engine, grid, points as points_mod
@@ -134,9 +134,10 @@ def run(exp_id: str, point_sets: list[dict[str, str]], platform: str | None = No
         if store.put(rec, raw):
             computed_now.add(rec["hash"])
 
-    if pname == "host" and not scheduler and not workers and len(todo) > 1:
-        workers = 1  # host points measure real time: side by side they would disturb each other
-        log("host lane: one point at a time (--workers N to change)")
+    plat = platforms.find(pname)
+    if not plat.side_by_side and not scheduler and not workers and len(todo) > 1:
+        workers = 1  # e.g. host points measure real time: side by side they would disturb each other
+        log(f"{pname} lane: one point at a time (--workers N to change): {plat.one_at_a_time}")
     progress = engine.ProgressLine(len(specs), cached, progress_stream)
     try:
         desc = engine.run(todo, scheduler, workers, on_result, progress, log)

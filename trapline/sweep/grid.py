@@ -58,11 +58,13 @@ class Checked:
 
 
 def default_platform(exp) -> str:
-    """The experiment's model lane when it has one, else its first available platform."""
+    """The experiment's first lane on a platform that takes a machine (in column order: the
+    timing model) when it can run here, else its first lane that can."""
     listed = list(exp.platforms)
-    if "model" in listed:
-        return "model"
-    runnable = [p for p in listed if p in platforms.PLATFORMS]
+    runnable = [p for p in listed if platforms.why_unavailable(p) is None]
+    takers = [p for p in platforms.machine_platforms() if p in runnable]
+    if takers:
+        return takers[0]
     if not runnable:
         raise UsageError(f"experiment '{exp.id}' has no platform available to sweep on; it lists: {', '.join(listed)}")
     return runnable[0]
@@ -81,8 +83,8 @@ def check(exp_id: str, platform: str | None, points: list[dict[str, str]], quick
         exp = experiment.get(exp_id)  # unknown: the error lists the valid ids
         exps = {exp.id: exp}
     platform = platform or default_platform(exp)
-    if machine and not getattr(platforms.PLATFORMS.get(platform), "takes_machine", False):
-        raise UsageError(f"--machine is for --platform {platforms.machine_platform()}")
+    if machine and not platforms.check(platform).takes_machine:
+        raise UsageError(f"--machine is for {platforms.machine_options()}")
     steps = runner.plan(exps, [exp_id], platform, strict=True)
     if steps[0][2]:
         raise UsageError(f"{exp_id} cannot run on {platform}: {steps[0][2]}")

@@ -18,16 +18,18 @@ import hashlib
 import json
 import os
 import socket
+import sys
 import time
 from functools import lru_cache
 from pathlib import Path
 
-from trapline import build, experiment, platforms, results, runner
-from trapline.proc import tool_version
+from trapline import build, experiment, paths, platforms, results, runner
 from trapline.context import RunContext
 
 # what decides a point's result besides its inputs: trapline's own sources
-TREE_PARTS = ("trapline", "kernels", "model", "gem5_configs", "images", "run.sh", "requirements.txt")
+TREE_PARTS = tuple(p.relative_to(paths.ROOT).as_posix() for p in (
+    paths.ROOT / "trapline", paths.KERNELS, paths.MODEL, paths.MACHINES.parent, paths.IMAGES,
+    paths.ROOT / "run.sh", paths.ROOT / "requirements.txt"))
 _SKIP = ("__pycache__",)
 FORMAT = 1  # the key material's own version: bump when its meaning changes
 
@@ -60,34 +62,30 @@ def _tree_hash_once() -> str:
 
 
 def lane_arch(exp, pname: str) -> str:
-    return exp.platform(pname).get("arch") or getattr(platforms.PLATFORMS.get(pname), "arch", None) or "x86_64"
+    return platforms.find(pname).lane_arch(exp.platform(pname))
 
 
 def shared_keys(exp, pname: str, ctx: RunContext) -> dict:
     """The keys every point of a sweep shares, made (built, when missing) once by the
-    sweep's own process: the kernel build, the plugin, the guest image, QEMU, the tree."""
-    from trapline import arch as arch_table
-    spec = exp.platform(pname)
-    a = lane_arch(exp, pname)
+    sweep's own process: the tree, the kernel build, and what the lane adds (Lane.sweep_keys:
+    the model's plugin, a guest image, QEMU's version). A platform module outside the
+    tree ($TRAPLINE_PLATFORMS) adds its own source's sha256."""
+    lane = platforms.get(pname, ctx).lane(exp)
+    a = lane.arch
     keys = {"tree_sha256": _tree_hash_once(), "kernels": {a: build.input_hash(a)}}
     ctx.kernels(a)  # built once here, so the workers (same cache) find it
-    if pname == "model":
-        keys["plugin"] = ctx.plugin().parent.name  # model/<key>/libtrapline-model.so
-    guest = pname == "qemu" or (pname == "model" and spec.get("guest"))
-    if guest:
-        img = ctx.image(a)
-        keys["image"] = {k: img.facts.get(k) for k in ("LINUX_SHA256", "INITRD_SHA256")}
-        keys["qemu"] = tool_version(arch_table.get(a).qemu_system)
-    elif pname in ("model", "qemu"):
-        keys["qemu"] = tool_version(arch_table.get(a).qemu_user)
+    keys.update(lane.sweep_keys())
+    source = Path(sys.modules[type(lane.platform).__module__].__file__).resolve()
+    if not source.is_relative_to(paths.ROOT):
+        keys["platform_sha256"] = results.sha256_file(source)
     return keys
 
 
 def key_material(exp, pname: str, ctx: RunContext, shared: dict) -> dict:
     """Everything that decides one point's result (its hash is the point's name)."""
     m = None
-    if getattr(platforms.PLATFORMS.get(pname), "takes_machine", False):
-        machine = ctx.machine_for(exp.platform(pname).get("machine"), exp.id).to_dict()
+    if platforms.find(pname).takes_machine:
+        machine = ctx.machine_for(exp.platform(pname).get("machine"), exp.id, pname).to_dict()
         m = {k: machine[k] for k in ("name", "file_sha256", "sets", "data", "plugin_args")}
     return {"format": FORMAT, "experiment": exp.id, "experiment_sha256": results.sha256_file(exp.path),
             "platform": pname, "quick": ctx.quick, "timeout": ctx.timeout, "kernel_sets": ctx.kernel_sets,
@@ -139,7 +137,7 @@ def _worker_name() -> str:
         return f"{socket.gethostname()}:{os.getpid()}"
 
 
-_made: dict[str, dict] = {}  # tree hash -> {arch: kernel build dir, "plugin": path}, per worker process
+_made: dict[str, dict] = {}  # tree hash -> {arch: kernel build dir, "tools": ctx.tools}, per worker process
 _experiments: dict[tuple, object] = {}
 
 
@@ -175,18 +173,17 @@ def run_point(spec: dict) -> dict:
                 "error": f"worker {worker}: its {exp.path} is not the sweep's (sha256 differs)"}
     steps = runner.plan({exp.id: exp}, [exp.id], spec["platform"], strict=True)
     arch = lane_arch(exp, spec["platform"])
-    # what this worker built or found for this tree: the kernels and the plugin (the
-    # tree hash, checked above, covers their sources)
+    # what this worker built or found for this tree: the kernels and the platforms' tools,
+    # such as the model's plugin (the tree hash, checked above, covers their sources)
     made = _made.setdefault(mine, {}) if "TRAPLINE_KERNELS" not in os.environ else {}
     if arch in made:
         ctx.builds[arch] = made[arch]
-    ctx.plugin_path = made.get("plugin")
+    ctx.tools.update(made.get("tools", {}))
     runner.validate(steps, ctx)
     exp, pname, reason = steps[0]
     entry, raw = runner.run_entry(exp, pname, reason, ctx)
     made.update(ctx.builds)
-    if ctx.plugin_path:
-        made["plugin"] = ctx.plugin_path
+    made.setdefault("tools", {}).update(ctx.tools)
     return {"hash": spec["hash"], "sets": spec["sets"], "entry": entry, "raw": raw, "worker": worker,
             "host": socket.gethostname(), "pid": os.getpid(), "seconds": round(time.monotonic() - t0, 3),
             "platform_facts": platforms.get(pname, ctx).describe(), "log": lines}

@@ -34,11 +34,13 @@ from pathlib import Path
 
 from trapline import arch as arch_table, build, guest, images, kernelio, machine as machines
 from trapline.errors import UsageError
-from trapline.platforms.base import Platform, PlatformRun, check_kernel_sets, kernel_args
-from trapline.plugin import args as plugin_args, region_counts
+from trapline.kernelio import MODELLED_TIMER
+from trapline.platforms.base import GuestLane, Lane, Platform, PlatformRun, check_kernel_sets, guest_line, kernel_args
+from trapline.platforms.model.counters import COUNTERS, region_counts
+from trapline.platforms.model.plugin_build import TOOL as PLUGIN_TOOL, plugin as built_plugin
+from trapline.plugin import args as plugin_args
 from trapline.proc import run_command, tail, tool_version
 
-ROOT = Path(__file__).resolve().parent.parent.parent
 TIMEOUT_S = 900
 # a user-mode kernel's whole environment: fixed, since QEMU puts it on the kernel's
 # stack and its size moves stack addresses, and so a few modelled cache misses
@@ -66,45 +68,31 @@ def simulate(arch: str, plugin: Path, machine: machines.Machine, argv: list[str]
     return stats, so, se, status
 
 
-class ModelPlatform(Platform):
-    name = "model"
-    label = "timing model"
-    meaning = "cycles charged by trapline's model for a machine description"
-    times = "predicted"
-    takes_machine = True
+class UserLane(Lane):
+    """A model lane in QEMU user mode: the kernel's runs under qemu-<arch> with the
+    plugin. With one thread it is deterministic (the same inputs give byte-identical
+    stats, and `./run.sh verify` reruns it); a lockstep lane (threads on several vCPUs,
+    ordered by their clocks) is not quite (docs/model.md)."""
 
-    def describe(self) -> dict:
-        ctx = self.ctx
-        return {"plugin": str(ctx.plugin_path) if ctx.plugin_path else None,
-                "qemu": {a: tool_version(arch_table.get(a).qemu_user) for a in sorted(ctx.used.get(self.name, ()))},
-                # the guest lane: qemu-system and the guest image it booted
-                "guests": {a: guest.guest_image_facts(a, ctx.images.get(a))
-                           for a in sorted(ctx.used.get("model-guest", ()))},
-                "machines": {m.name + ("+" + ",".join(m.sets) if m.sets else ""): m.to_dict()
-                             for k, m in sorted(ctx.machines.items()) if k in ctx.used.get("model-machines", ())}}
+    def sweep_keys(self) -> dict:
+        return {"plugin": built_plugin(self.ctx).parent.name,  # model/<key>/libtrapline-model.so
+                "qemu": tool_version(arch_table.get(self.arch).qemu_user)}
 
-    def _machine(self, exp) -> machines.Machine:
-        return self.ctx.machine_for(exp.platform(self.name).get("machine"), exp.id)
+    @classmethod
+    def why_not_repeatable(cls, facts: dict) -> str | None:
+        if facts.get("deterministic", True):
+            return None
+        if facts.get("lockstep"):
+            return ("a lockstep lane of the model: threads on several vCPUs, whose host timing "
+                    "moves its figures by about 1e-6 (docs/model.md)")
+        return "a lane of the model whose run said its figures are not deterministic"
 
-    def validate(self, exp) -> None:
-        m = self._machine(exp)  # raises for a bad machine field, naming it
-        spec = exp.platform(self.name)
-        if m.arch != spec["arch"]:
-            raise UsageError(f"machine '{m.name}' is {m.arch}, but {exp.id} runs its model lane on {spec['arch']}")
-        check_kernel_sets(self.ctx, exp, self.name, self.ctx.kernel_sets,
-                          also=f"; or a machine field: {', '.join(sorted(machines.top_fields()))} "
-                               f"(dotted, e.g. caches.l1d.line=32B)")
-
-    def run(self, exp) -> PlatformRun:
-        ctx, log = self.ctx, self.ctx.log
-        spec, arch, t0 = self._lane(exp)
-        m = self._machine(exp)
-        kset = ctx.kernel_sets
-        plugin = ctx.plugin()
-        ctx.use("model-machines", self.ctx.machine_name or spec.get("machine"))
-        if spec.get("guest"):
-            return self._run_guest(exp, m, kset, t0)
-        ctx.use(self.name, arch)
+    def run(self, exp, m: machines.Machine, t0: float) -> PlatformRun:
+        """The kernel's runs one after another under qemu-<arch> with the plugin."""
+        ctx, log, spec, arch = self.ctx, self.ctx.log, self.spec, self.arch
+        kset = self.platform.kernel_sets
+        plugin = built_plugin(ctx)
+        ctx.use(self.platform.name, arch)
         bindir = ctx.kernels(arch) / exp.kernel
         clock = m.clock_hz
         output = kernelio.KernelOutput()
@@ -144,11 +132,19 @@ class ModelPlatform(Platform):
                     f"{', '.join(f'{k} {v}' for k, v in lost.items() if v)} (docs/model.md)")
         return run
 
-    def _run_guest(self, exp, m: machines.Machine, kset: dict[str, str], t0: float) -> PlatformRun:
+
+class GuestModelLane(GuestLane):
+    """A model lane with `guest: true`: the experiment's commands in the qemu lane's guest
+    image, booted under qemu-system with the plugin (module docstring)."""
+    not_repeatable = "a guest lane of the model: a booted kernel is not bit-for-bit repeatable"
+
+    def sweep_keys(self) -> dict:
+        return {"plugin": built_plugin(self.ctx).parent.name, **super().sweep_keys()}
+
+    def run(self, exp, m: machines.Machine, t0: float) -> PlatformRun:
         """The experiment's commands in the guest image, under qemu-system with the plugin."""
-        ctx, log = self.ctx, self.ctx.log
-        spec = exp.platform(self.name)
-        arch = spec["arch"]
+        ctx, log, spec, arch = self.ctx, self.ctx.log, self.spec, self.arch
+        kset = self.platform.kernel_sets
         if os.environ.get("TRAPLINE_MEM"):
             raise UsageError("the model's guest lane maps guest-physical memory to NUMA nodes with the default "
                              "guest memory; unset TRAPLINE_MEM")
@@ -167,7 +163,7 @@ class ModelPlatform(Platform):
         output = kernelio.KernelOutput()
         with tempfile.TemporaryDirectory(prefix="trapline-model-guest-") as tmp:
             out = Path(tmp) / "stats.json"
-            opts = [str(ctx.plugin()), f"arch={arch}", f"out={out}"] + guest_plugin_args(m, image)
+            opts = [str(built_plugin(ctx)), f"arch={arch}", f"out={out}"] + guest_plugin_args(m, image)
             if lat:
                 opts += [f"numa_mem={':'.join(str(b) for b in layout['node_bytes'])}",
                          f"numa_cpus={':'.join(str(c) for c in layout['cpu_nodes'])}"]
@@ -206,6 +202,66 @@ class ModelPlatform(Platform):
         return run
 
 
+class ModelPlatform(Platform):
+    name = "model"
+    label = "timing model"
+    meaning = "cycles charged by trapline's model for a machine description"
+    times = "predicted"
+    column = 30
+    takes_machine = True
+    counters = tuple(c.name for c in COUNTERS)
+    lanes = (UserLane, GuestModelLane)
+
+    @classmethod
+    def lane_class(cls, spec: dict) -> type[Lane]:
+        """A lane (or an entry's platform_facts) that says guest: true is a guest lane."""
+        return GuestModelLane if spec.get("guest") else UserLane
+
+    @classmethod
+    def report_lines(cls, f: dict) -> list[str]:
+        plugin = Path(f["plugin"]).parent.name[:12] if f.get("plugin") else "-"
+        out = [f"{cls.label}: plugin build {plugin}" + "".join(f"; user mode: {v}" for v in f.get("qemu", {}).values())]
+        out += [guest_line(f"{cls.label} guest ({arch})", g) for arch, g in sorted(f.get("guests", {}).items())]
+        for m in f.get("machines", {}).values():
+            sets = f" with {', '.join(m['sets'])}" if m.get("sets") else ""
+            out.append(f"{cls.label} machine: {m.get('summary', m.get('name'))}{sets} "
+                       f"({m.get('file')}, sha256 {str(m.get('file_sha256') or '-')[:12]})")
+        return out
+
+    def describe(self) -> dict:
+        ctx = self.ctx
+        plugin = ctx.tools.get(PLUGIN_TOOL)
+        return {"plugin": str(plugin) if plugin else None,
+                "qemu": {a: tool_version(arch_table.get(a).qemu_user) for a in sorted(ctx.used.get(self.name, ()))},
+                # the guest lane: qemu-system and the guest image it booted
+                "guests": {a: guest.guest_image_facts(a, ctx.images.get(a))
+                           for a in sorted(ctx.used.get("model-guest", ()))},
+                "machines": {m.name + ("+" + ",".join(m.sets) if m.sets else ""): m.to_dict()
+                             for k, m in sorted(ctx.machines.items()) if k in ctx.used.get("model-machines", ())}}
+
+    def _machine(self, exp) -> machines.Machine:
+        return self.ctx.machine_for(exp.platform(self.name).get("machine"), exp.id, self.name)
+
+    def validate(self, exp) -> None:
+        m = self._machine(exp)  # raises for a bad machine field, naming it
+        spec = exp.platform(self.name)
+        if m.arch != spec["arch"]:
+            raise UsageError(f"machine '{m.name}' is {m.arch}, but {exp.id} runs its model lane on {spec['arch']}")
+        check_kernel_sets(self.ctx, exp, self.name, self.kernel_sets,
+                          also=f"; or a machine field: {', '.join(sorted(machines.top_fields()))} "
+                               f"(dotted, e.g. caches.l1d.line=32B)")
+
+    def run(self, exp) -> PlatformRun:
+        ctx = self.ctx
+        spec, arch, t0 = self._lane(exp)
+        m = self._machine(exp)
+        built_plugin(ctx)
+        ctx.use("model-machines", self.ctx.machine_name or spec.get("machine"))
+        return self.lane(exp).run(exp, m, t0)
+
+    def simulate(self, arch: str, machine: machines.Machine, argv: list[str]) -> tuple[dict, str, str, int | None]:
+        return simulate(arch, built_plugin(self.ctx), machine, argv)
+
 def guest_plugin_args(m: machines.Machine, image: images.Image) -> list[str]:
     """The machine's plugin options for a whole guest: only the regions are
     modelled (fast_forward=2: the boot, and what runs between regions, such as
@@ -237,7 +293,7 @@ def pair_regions(out: kernelio.KernelOutput, regions: list[dict], clock: float, 
     if len(regions) != len(out.samples):
         return (f"{what}: the model reported {len(regions)} regions for {len(out.samples)} samples; they must "
                 "pair up one to one")
-    out.timer = {"source": "model", "res_ns": 0, "min_delta_ns": 0}  # the kernel's clock is not what times a sample
+    out.timer = dict(MODELLED_TIMER)  # the kernel's clock is not what times a sample
     for s, g in zip(out.samples, regions):
         s["ns"] = max(1, round(g["cycles"] / clock * 1e9))
         s["cycles"] = g["cycles"]

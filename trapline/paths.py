@@ -1,0 +1,38 @@
+"""Where things are: the clone and the directories of it that trapline reads, and the
+two places a user can move (the kernels directory, the cache). Written once here;
+every other module imports them from this one (modules that named ROOT before
+re-export it, e.g. results.ROOT). It imports nothing of trapline's, so no import
+circle can run through it.
+
+    ROOT       the clone (the folder holding run.sh)
+    KERNELS    kernels/: the experiments (kernels_dir() is where they are read from)
+    MODEL      model/: the timing model's plugin sources and its build.sh
+    IMAGES     images/: the guest images' scripts
+    MACHINES   gem5_configs/machines/: the machine descriptions
+    DOCS       docs/
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNELS = ROOT / "kernels"
+MODEL = ROOT / "model"
+IMAGES = ROOT / "images"
+MACHINES = ROOT / "gem5_configs" / "machines"
+DOCS = ROOT / "docs"
+
+
+def kernels_dir() -> Path:
+    """The kernels directory, the one place experiments live: $TRAPLINE_KERNELS
+    when set (a tree of its own, e.g. a test's throwaway experiment), else the
+    clone's kernels/. The build (trapline/build.py) reads the same setting."""
+    env = os.environ.get("TRAPLINE_KERNELS")
+    return Path(env) if env else KERNELS
+
+
+def cache_root() -> Path:
+    """Where builds are cached by content hash: $TRAPLINE_CACHE, default ~/.cache/trapline."""
+    return Path(os.environ.get("TRAPLINE_CACHE", Path.home() / ".cache" / "trapline"))
