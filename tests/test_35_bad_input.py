@@ -377,7 +377,7 @@ def test_sensitivity_plans_past_a_broken_neighbour(tmp_path, monkeypatch):
     from trapline.errors import ExperimentError
     tree = _tree_of(tmp_path, ["loop-order"], "strlen-loop", "description: only this\n")
     monkeypatch.setenv("TRAPLINE_KERNELS", str(tree))
-    exp, m, cases = sensitivity.plan("loop-order", None, ["memory.latency"], [0.5, 2])
+    exp, lane, m, cases = sensitivity.plan("loop-order", None, ["memory.latency"], [0.5, 2])
     assert exp.id == "loop-order" and [c[2] for c in cases] == ["45ns", "180ns"], cases
     with pytest.raises(ExperimentError, match="strlen-loop/experiment.yaml"):
         sensitivity.plan("strlen-loop", None, [], [2])

@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from conftest import ROOT, trapline
-from trapline import __version__
+from trapline import __version__, paths
 
-CLAIMS = ROOT.parent / "shared" / "claims.md"
+CLAIMS = paths.shared("claims.md")
 MONTHS = {m: i for i, m in enumerate(("January", "February", "March", "April", "May", "June", "July", "August",
                                       "September", "October", "November", "December"), 1)}
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, trapline
-from trapline import arch as arch_table, build, images
+from trapline import arch as arch_table, build, images, paths
 from trapline.errors import UsageError
 from trapline.imagebuilders import buildroot as br
 from trapline.results import sha256_file
@@ -75,7 +75,7 @@ FRAGMENT_LINE = re.compile(r"^(CONFIG_[A-Za-z0-9_]+=|# CONFIG_[A-Za-z0-9_]+ is n
 
 def _tarball() -> Path | None:
     for t in (os.environ.get("TRAPLINE_BUILDROOT_TARBALL"),
-              ROOT.parent / "shared" / "buildroot" / f"buildroot-{br.PINNED}.tar.xz"):
+              paths.shared("buildroot", f"buildroot-{br.PINNED}.tar.xz")):
         if t and Path(t).is_file():
             return Path(t)
     return None

@@ -21,9 +21,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from trapline.paths import ROOT, shared
 _CODE = (str(ROOT / "trapline"), str(ROOT / "gem5_configs"), str(ROOT / "model" / "plugin" / "options.def"),
-         str(ROOT.parent / "shared" / "claims.md"))
+         str(shared("claims.md")))
 _SKIP_DIRS = ("build", "__pycache__")
 
 
@@ -67,8 +67,7 @@ def _hash(sig: tuple) -> bytes:
 
 
 def _stamp(kind: str, parts: tuple) -> Path:
-    from trapline.build import cache_root
-    from trapline.experiment import kernels_dir
+    from trapline.paths import cache_root, kernels_dir
     h = hashlib.sha256(_hash(_signature((*_CODE, str(kernels_dir())))))
     for part in (kind, *parts):
         b = part if isinstance(part, bytes) else str(part).encode()

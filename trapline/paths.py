@@ -10,6 +10,8 @@ circle can run through it.
     IMAGES     images/: the guest images' scripts
     MACHINES   gem5_configs/machines/: the machine descriptions
     DOCS       docs/
+    shared()   ../shared/: what the project is given beside the clone (the catalogue claims.md,
+               the gem5 binary and Buildroot tarball for tests and CI)
 """
 
 from __future__ import annotations
@@ -36,3 +38,15 @@ def kernels_dir() -> Path:
 def cache_root() -> Path:
     """Where builds are cached by content hash: $TRAPLINE_CACHE, default ~/.cache/trapline."""
     return Path(os.environ.get("TRAPLINE_CACHE", Path.home() / ".cache" / "trapline"))
+
+
+def shared(*parts: str) -> Path:
+    """A file of ../shared/ (the catalogue claims.md, the gem5 and Buildroot the tests and CI
+    use): the first <dir>/shared/<parts> that exists for dir the clone's parent or any
+    folder above it (a git worktree or a CI checkout may sit deeper than the clone);
+    <clone>/../shared/<parts> when none does, so that a message can name it."""
+    for d in ROOT.parents:
+        p = d.joinpath("shared", *parts)
+        if p.exists():
+            return p
+    return ROOT.parent.joinpath("shared", *parts)

@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from trapline import __version__, analysis, build, experiment, imagebuilders, platforms, report, results
+from trapline import __version__, analysis, build, experiment, imagebuilders, paths, platforms, report, results
 from trapline import entry as entries_mod
 from trapline.context import RunContext
 from trapline.errors import ExperimentError, UsageError
@@ -173,7 +173,7 @@ def execute(command: str, exp_ids: list[str] | None, platform: str | None, quick
 
 def make_manifest(rd, args, exps, entries, platform_facts, finished, platform_report=None) -> dict:
     used_exps = sorted({e["id"] for e in entries})
-    claims = results.ROOT.parent / "shared" / "claims.md"
+    claims = paths.shared("claims.md")
     return {
         "trapline": __version__, "run_id": rd.run_id, "args": args,
         "started": rd.state["started"], "finished": finished,

@@ -50,11 +50,12 @@ def _load() -> str:
 def one(conf: str, m: machines.Machine, kernel: list[str], gem5, plugin) -> tuple[int, float, float]:
     """(instructions, wall s, CPU s) of one run of the whole program."""
     from trapline.platforms.model import simulate as model_simulate
-    flavour = "" if conf == "model" else "gem5"
+    in_gem5 = conf.startswith("gem5-")  # gem5-timing, gem5-o3; else the timing model
+    flavour = "gem5" if in_gem5 else ""
     prog = build.build(m.arch, flavour=flavour) / kernel[0]
     argv = [str(prog)] + kernel[1:]
     cpu0, t0 = _children_cpu(), time.monotonic()
-    if conf == "model":
+    if not in_gem5:
         st, so, se, status = model_simulate(m.arch, plugin, m, argv, cwd=prog.parent)
         wall, cpu = time.monotonic() - t0, _children_cpu() - cpu0
         if status != 0:

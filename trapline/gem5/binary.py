@@ -36,13 +36,13 @@ from trapline.errors import RunFailed, UsageError
 from trapline.proc import run_command, tail
 from trapline.results import atomic_json, sha256_file
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+from trapline.paths import ROOT, shared
 PROBE = ROOT / "gem5_configs" / "probe.py"
 PROBE_MARK = "TRAPLINE-PROBE "
 ENV = "GEM5"                      # the gem5 binary
 XZ_ENV = "TRAPLINE_GEM5_XZ"       # tests and CI: an xz-compressed gem5 binary to unpack
 NAMES = ("gem5.opt", "gem5")      # looked for on PATH, in this order
-SHARED_XZ = Path("shared") / "gem5" / "gem5-v24.0.0.1-X86_SPARC.opt.xz"  # beside the clone (../shared/gem5/)
+SHARED_XZ = Path("gem5") / "gem5-v24.0.0.1-X86_SPARC.opt.xz"  # in ../shared/ (paths.shared)
 
 # gem5 binaries trapline has met, by sha256: what they are (/work/shared/gem5/README.md for the first).
 KNOWN = {
@@ -165,10 +165,8 @@ def shared_xz(environ: dict | None = None) -> Path | None:
         if not p.is_file():
             raise UsageError(f"{XZ_ENV} {p}: no such file")
         return p.resolve()
-    for d in [ROOT, *ROOT.parents]:
-        if (d.parent / SHARED_XZ).is_file():
-            return (d.parent / SHARED_XZ).resolve()
-    return None
+    p = shared(*SHARED_XZ.parts)
+    return p.resolve() if p.is_file() else None
 
 
 def unpack(xz: Path) -> Path:
@@ -216,5 +214,5 @@ def for_tests(environ: dict | None = None) -> Path:
         xz = shared_xz(environ)
         if xz is None:
             raise Gem5Missing(f"{e}; and no shared binary: set {XZ_ENV} or put {SHARED_XZ.name} in "
-                              f"../{SHARED_XZ.parent}/ beside the clone") from None
+                              f"../shared/{SHARED_XZ.parent}/ beside the clone") from None
         return unpack(xz)

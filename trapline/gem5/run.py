@@ -29,7 +29,7 @@ from trapline.errors import UsageError
 from trapline.gem5 import binary, export, stats
 from trapline.proc import run_command, tail
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+from trapline.paths import ROOT
 RUN_SE = ROOT / "gem5_configs" / "run_se.py"
 # gem5's CPU models (run_se.py --cpu): O3 for headlines (the claims are about real
 # pipelines), timing (TimingSimpleCPU: not pipelined, about 10x faster) for quick checks

@@ -324,10 +324,13 @@ def missing_sources(info: dict, dl: Path) -> list[str]:
     return [s for s in sources(info) if not (dl / s).is_file()]
 
 
+BUILT = ("target", "host")  # show-info's package types that are built (not rootfs entries)
+
+
 def packages(info: dict) -> dict[str, str]:
     """name -> version of every package the defconfig builds (show-info; rootfs
     entries and virtual packages have none)."""
-    return {k: v.get("version") or "" for k, v in sorted(info.items()) if v.get("type") in ("target", "host")
+    return {k: v.get("version") or "" for k, v in sorted(info.items()) if v.get("type") in BUILT
             and not v.get("virtual")}
 
 

@@ -18,9 +18,10 @@ from functools import lru_cache
 from typing import Any
 
 from trapline.machine import paths, schema
+from trapline.paths import shared
 from trapline.machine.units import MachineError, in_unit_of, parse, parse_freq
 
-CLAIMS_PATH = schema.ROOT.parent / "shared" / "claims.md"
+CLAIMS_PATH = shared("claims.md")
 _OWNER = {"claim": "calibrated", "why": "assumed", "from": "derived", "basis": "derived"}
 
 

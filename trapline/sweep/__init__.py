@@ -28,7 +28,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from trapline import __version__, analysis, build, platforms, results
+from trapline import __version__, analysis, build, paths, platforms, results
 from trapline.context import Progress
 from trapline.errors import RunFailed
 from trapline.sweep import engine, grid, points as points_mod
@@ -176,7 +176,7 @@ def run(exp_id: str, point_sets: list[dict[str, str]], platform: str | None = No
 def make_manifest(rd, args, exp, pname, shared, engine_desc, rows, finished) -> dict:
     """The sweep's manifest, in the style of a run's (runner.make_manifest)."""
     from importlib import metadata
-    claims = results.ROOT.parent / "shared" / "claims.md"
+    claims = paths.shared("claims.md")
     pk = results.python_packages()
     for name in ("dask", "distributed"):
         try:
