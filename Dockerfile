@@ -78,11 +78,27 @@ RUN ./run.sh build >/dev/null \
 #    write when nothing is mounted there. Then the check that a run needs nothing
 #    more: as this user the cache is read-only, so any attempt to install a package,
 #    create the venv, or build a kernel, an image or the plugin fails the build here.
+#    GEM5 (optional, docs/docker.md): a gem5 binary of yours in the build context,
+#    e.g. --build-arg GEM5=gem5-bin/gem5.opt (the clone's gem5-bin/ is git-ignored).
+#    It came in with the clone in step 4 (one copy); here it goes on PATH as gem5.opt,
+#    where trapline finds it (docs/gem5.md, 'Get gem5'), and its facts (sha256, the
+#    ISAs it has) are cached while the cache is still writable. Its runtime libraries
+#    are in run.sh's APT_PACKAGES (step 1). Without GEM5 nothing happens here and the
+#    gem5 lanes are not-applicable, saying how to get gem5.
+ARG GEM5=
 RUN useradd --uid 1000 --user-group --create-home --shell /bin/bash trapline \
-    && install -d -m 1777 /results
+    && install -d -m 1777 /results \
+    && if [ -n "$GEM5" ]; then \
+         { [ -f "$GEM5" ] && [ -x "$GEM5" ]; } \
+           || { echo "GEM5: '$GEM5' is not an executable file in the build context (docs/docker.md)" >&2; exit 2; }; \
+         ln -s "$(realpath "$GEM5")" /usr/local/bin/gem5.opt \
+         && GEM5= ./run.sh python -m trapline.gem5.binary \
+         && chmod -R a+rX "$TRAPLINE_CACHE"; \
+       fi
 USER trapline
 RUN ./run.sh list >/dev/null && ./run.sh build >/dev/null && ./run.sh images >/dev/null \
-    && sh model/build.sh >/dev/null
+    && sh model/build.sh >/dev/null \
+    && if [ -n "$GEM5" ]; then GEM5= ./run.sh python -m trapline.gem5.binary >/dev/null; fi
 
 ENTRYPOINT ["/opt/trapline/run.sh"]
 CMD ["reproduce-all"]
