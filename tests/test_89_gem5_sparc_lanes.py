@@ -86,3 +86,62 @@ def test_dockerfile_gem5_step_puts_the_binary_on_path_with_its_facts(gem5_binary
     # later, as another user with the cache read-only: found on PATH, the facts from the cache
     r = _binary_cli(env={"GEM5": "", "PATH": f"{bindir}:{os.environ['PATH']}", "TRAPLINE_CACHE": str(cache)})
     assert r.returncode == 0 and json.loads(r.stdout) == facts
+
+
+# ------------------------------------------------- SPARC window traps, counted from gem5's Exec trace
+
+def test_trace_hits_count_handler_entries_and_refuse_a_handler_elsewhere():
+    from trapline.gem5 import stats
+    pcs = stats.TRACED["SPARC"]
+    spill, fill = stats.SPARC_SPILL_START, stats.SPARC_FILL_START
+    lines = [f"  100: board.processor.cores.core: {spill:#x}    : \twr    0x16, %asi          : ",
+             f"  110: board.processor.cores.core: {spill + 4:#x}    : \tstxa   %l0, [%sp + 0x7ff] : ",
+             f"  200: board.processor.cores.core: {fill:#x}    : \twr    0x16, %asi          : ",
+             f"  300: board.processor.cores.core: {spill:#x}    : \twr    0x16, %asi          : ",
+             "warn: something gem5 said"]
+    hits, problems = stats.trace_hits(lines, pcs)
+    assert hits == {"gem5_trap_entries_spill": [100, 300], "gem5_trap_entries_fill": [200]} and problems == []
+    regions = [{"ticks": 150, "end_tick": 250, "counts": {}}, {"ticks": 10, "end_tick": 300, "counts": {}}]
+    stats.add_trace_counts(regions, hits)
+    assert regions[0]["counts"] == {"gem5_trap_entries_spill": 1, "gem5_trap_entries_fill": 1}
+    assert regions[1]["counts"] == {"gem5_trap_entries_spill": 1, "gem5_trap_entries_fill": 0}
+    hits, problems = stats.trace_hits([f"  5: cpu: {fill:#x} : \tsave %sp, -176, %sp : "], pcs)
+    assert hits["gem5_trap_entries_fill"] == [] and "not the gem5_trap_entries_fill handler's 'wr'" in problems[0]
+
+
+def test_minor_cpu_is_refused_for_sparc_before_gem5_starts(tmp_path):
+    from trapline import machine
+    from trapline.errors import UsageError
+    from trapline.gem5 import run
+    prog = tmp_path / "prog"
+    prog.write_text("")
+    with pytest.raises(UsageError) as e:
+        run.simulate(machine.load("ultrasparc-t1"), [str(prog)], cpu="minor", gem5=tmp_path / "no-gem5")
+    msg = str(e.value)
+    assert msg.startswith("gem5.cpu: 'minor' cannot run SPARC here") and "faults.cc:688" in msg
+    assert msg.endswith("valid choices for SPARC: o3, timing") and "\n" not in msg
+
+
+@pytest.fixture(scope="module")
+def sparc_gem5_kernels():
+    from trapline import build
+    return build.build("sparc64", flavour="gem5")
+
+
+def test_run_simulate_counts_window_spills_and_fills_per_region(gem5_binary, sparc_gem5_kernels):
+    from trapline import machine
+    from trapline.gem5 import run
+    depth, repeats, nwindows = 1000, 5, 8  # NWindows: src/arch/sparc/sparc_traits.hh
+    r = run.simulate(machine.load("ultrasparc-t1"),
+                     [str(sparc_gem5_kernels / "sparc-spill-fill" / "spill-fill"), f"depth={depth}",
+                      f"repeats={repeats}", "reps=2", "warmup=0"], cpu="timing", gem5=gem5_binary, timeout=900)
+    assert r.error is None and r.status == 0, r.error
+    assert len(r.regions) == 2
+    least = repeats * (depth - (nwindows - 2))  # each descent spills N - 6 windows, its ascent fills them
+    for g in r.regions:
+        spills, fills = g["counts"]["gem5_trap_entries_spill"], g["counts"]["gem5_trap_entries_fill"]
+        assert least <= spills <= least + nwindows - 2 and least <= fills <= least + nwindows - 2, (spills, fills)
+        # the calls and returns, and 19 handler instructions per trap
+        assert 2 * 19 < g["counts"]["gem5_instructions"] / (depth * repeats) < 2 * 19 + 20
+    # the trace counts only the regions' own entries: the two regions and what ran between them fit the tail
+    assert r.tail_region["counts"]["gem5_trap_entries_spill"] >= r.regions[-1]["counts"]["gem5_trap_entries_spill"]

@@ -48,7 +48,8 @@ class Counter:
     stats: tuple[str, ...]  # gem5 statistics (regular expressions, whole names), summed over every match
     doc: str
     needs: str = ""      # a statistic that must be in the dump for the counter to exist (else omitted)
-    how: str = "sum"     # sum (of stats), ops (the kernel's), cycles (simTicks at the machine's clock)
+    how: str = "sum"     # sum (of stats), ops (the kernel's), cycles (simTicks at the machine's clock),
+    #                      trace (entries in gem5's Exec trace: TRACED)
 
     def source(self) -> str:
         """The statistics, as docs name them."""
@@ -56,6 +57,8 @@ class Counter:
             return "the kernel's sample"
         if self.how == "cycles":
             return "simTicks / clock period"
+        if self.how == "trace":
+            return "Exec trace: entries at the handler's PC"
         return " + ".join(s.replace("\\d*", "*").replace("\\", "") for s in self.stats)
 
 
@@ -111,8 +114,66 @@ COUNTERS: tuple[Counter, ...] = (
             needs=r"board\.memory\.module\.power_state\.pwrStateResidencyTicks::UNDEFINED"),
     Counter("gem5_memory_writes", (r"board\.memory\.module\.numWrites::total",), "writes that reached memory",
             needs=r"board\.memory\.module\.power_state\.pwrStateResidencyTicks::UNDEFINED"),
+    Counter("gem5_trap_entries_spill", (), "SPARC: register-window spill traps, counted as entries into the spill "
+            "handler gem5's SE mode runs for them (its first instruction, at spillStart, in gem5's Exec trace of "
+            "privileged instructions: trapline.gem5.run; gem5 keeps no trap statistic outside full-system mode)",
+            how="trace"),
+    Counter("gem5_trap_entries_fill", (), "SPARC: register-window fill traps, entries into gem5's SE fill handler "
+            "(at fillStart), counted as the spills", how="trace"),
 )
 BY_NAME = {c.name: c for c in COUNTERS}
+
+# The counters read from gem5's Exec trace (how="trace"), by ISA: the PC of an SE trap
+# handler's first instruction, its mnemonic, and the counter of its entries. gem5
+# v24.0.0.1 writes SPARC's window handlers into the process above its initial stack:
+# fillStart = the stack base 0x80000000000 (Sparc64Process, src/arch/sparc/process.hh:120),
+# spillStart right after the fill handler's 32 instruction slots (src/arch/sparc/process.cc:355-356,
+# src/arch/sparc/handlers.hh:42), each beginning with `wr ..., %asi`; SpillNNormal::invoke and
+# FillNNormal::invoke jump there in SE mode (src/arch/sparc/faults.cc:764, :783). The handlers run
+# privileged (doNormalFault sets PSTATE.priv) and are the only privileged code of an SE process
+# (a system call's `ta` is answered in the simulator), so gem5 traces them alone with
+# --debug-flags=ExecEnable,ExecKernel (src/cpu/exetrace.cc:65-68).
+SPARC_FILL_START = 0x80000000000
+SPARC_SPILL_START = SPARC_FILL_START + 4 * 32
+TRACED: dict[str, dict[int, tuple[str, str]]] = {
+    "SPARC": {SPARC_SPILL_START: ("wr", "gem5_trap_entries_spill"),
+              SPARC_FILL_START: ("wr", "gem5_trap_entries_fill")},
+}
+TRACE_FLAGS = "ExecEnable,ExecKernel"
+_TRACE_LINE = re.compile(r"^\s*(\d+): \S+: (0x[0-9a-f]+)(?:\.\d+)?\s*(?:@\S+)?\s*:\s*(\S+)")
+
+
+def trace_hits(lines, pcs: dict[int, tuple[str, str]]) -> tuple[dict[str, list[int]], list[str]]:
+    """From gem5's Exec trace (lines of `TICK: CPU: PC : disassembly`): the ticks at which
+    each counter's handler was entered ({counter: [tick, ...]}, in order), and the
+    problems: a traced PC whose instruction is not the handler's first (gem5 put its
+    handlers elsewhere: the counts would be wrong)."""
+    hits: dict[str, list[int]] = {name: [] for _, name in pcs.values()}
+    problems: list[str] = []
+    for line in lines:
+        m = _TRACE_LINE.match(line)
+        if not m:
+            continue
+        want = pcs.get(int(m.group(2), 16))
+        if want is None:
+            continue
+        if m.group(3) != want[0]:
+            if len(problems) < 3:
+                problems.append(f"the instruction at {m.group(2)} is '{m.group(3)}', not the {want[1]} handler's "
+                                f"'{want[0]}'")
+            continue
+        hits[want[1]].append(int(m.group(1)))
+    return hits, problems
+
+
+def add_trace_counts(regions_: list[dict], hits: dict[str, list[int]]) -> None:
+    """Give each region the number of each counter's hits between its start and its end
+    tick (a region's trace counts, beside its statistics)."""
+    import bisect
+    for r in regions_:
+        start, end = r["end_tick"] - r["ticks"], r["end_tick"]
+        for name, ticks in hits.items():
+            r["counts"][name] = bisect.bisect_right(ticks, end) - bisect.bisect_left(ticks, start)
 
 
 class StatsError(ValueError):
@@ -178,7 +239,7 @@ def region(block: dict, clock_hz: float) -> dict:
     period = period_ticks(clock_hz)
     counts: dict[str, int] = {}
     for c in COUNTERS:
-        if c.how == "ops" or (c.needs and not _present(block, c.needs)):
+        if c.how in ("ops", "trace") or (c.needs and not _present(block, c.needs)):
             continue
         if c.how == "cycles":
             counts[c.name] = round(ticks / period)
@@ -186,6 +247,7 @@ def region(block: dict, clock_hz: float) -> dict:
             counts[c.name] = int(round(_sum(block, c.stats)))
     # simInsts is never reset: the instructions since the program started
     return {"ticks": ticks, "cycles": counts["gem5_cycles"], "seconds": ticks / TICKS_PER_SECOND,
+            "end_tick": int(block.get("finalTick", 0)),
             "instructions_since_start": int(block.get("simInsts", 0)), "counts": counts}
 
 
@@ -230,8 +292,9 @@ def markdown() -> str:
     """The docs' table of the gem5_* counters (docs/gem5.md)."""
     lines = ["| count | gem5 statistics (summed) | meaning | the model's |", "|---|---|---|---|"]
     from trapline.platforms.model.counters import COUNTERS as MODEL
-    model = {c.name for c in MODEL}
+    model = [re.compile(re.escape(c.name).replace(r"\{\}", r"\w+")) for c in MODEL]  # model_trap_entries_{}: per kind
     for c in COUNTERS:
         twin = "model_" + c.name[len("gem5_"):]
-        lines.append(f"| `{c.name}` | `{c.source()}` | {c.doc} | {f'`{twin}`' if twin in model else '-'} |")
+        has = any(rx.fullmatch(twin) for rx in model)
+        lines.append(f"| `{c.name}` | `{c.source()}` | {c.doc} | {f'`{twin}`' if has else '-'} |")
     return "\n".join(lines) + "\n"
