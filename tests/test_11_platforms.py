@@ -93,7 +93,7 @@ def test_a_new_platform_is_one_module(tmp_path, results_dir):
     # --platform's valid choices are the modules found, in column order
     r = trapline("run", "zz-demo", "--platform", "nope", env=env)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
-    assert "unknown platform 'nope'; valid choices: host, replica, qemu, model, ghost" in r.stderr
+    assert "unknown platform 'nope'; valid choices: host, replica, qemu, model, gem5, ghost" in r.stderr
     # a platform that cannot run here: one line, with its reason
     r = trapline("run", "zz-demo", "--platform", "ghost", "--quick", env=env)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
@@ -154,7 +154,7 @@ def test_a_lane_for_no_platform_is_named_with_the_valid_choices(tmp_path):
     y.write_text(yaml.safe_dump(data, sort_keys=False))
     r = trapline("list", env=env)
     assert r.returncode == 2
-    assert ("platforms: unknown field 'vax'; valid fields: ghost, host, model, qemu, replica" in r.stderr), r.stderr
+    assert ("platforms: unknown field 'vax'; valid fields: gem5, ghost, host, model, qemu, replica" in r.stderr), r.stderr
 
 
 # ------------------------------------------------ no switch on a platform's name

@@ -89,6 +89,27 @@ def _image_builder(name: str | None) -> str:
     return b.name
 
 
+def _platform_options(*parsers: argparse.ArgumentParser) -> None:
+    """Every platform's own options (base.CommandOption, e.g. a simulator's binary) on the
+    commands that run experiments; taken by the platform before anything runs."""
+    from trapline import platforms
+    for cls in platforms.all().values():
+        for o in cls.options:
+            for p in parsers:
+                p.add_argument(o.flag, dest=o.dest, metavar=o.metavar, default=None, help=o.help)
+
+
+def _take_platform_options(args) -> None:
+    from trapline import platforms
+    for cls in platforms.all().values():
+        if cls.options:
+            cls.take_options({o.dest: getattr(args, o.dest, None) for o in cls.options})
+
+
+# the commands whose parsers carry the platforms' own options
+PLATFORM_COMMANDS = ("run", "reproduce-all", "simulate", "sensitivity", "sweep")
+
+
 def _exit_status(run) -> int:
     """0 when every entry ran (reproduced, differs or not-applicable), 1 when any failed."""
     return 1 if run.summary["counts"].get("failed") else 0
@@ -150,6 +171,8 @@ def parser() -> argparse.ArgumentParser:
     se.add_argument("--factors", default="0.5,2", help="comma-separated factors (default 0.5,2)")
     se.add_argument("--quick", action="store_true", help="small sizes")
     se.add_argument("--json", action="store_true", help="print the result as JSON instead of a table")
+    se.add_argument("--platform", help="the lane to scale (a platform that takes a machine; default: the first "
+                                       "the experiment has, the timing model)")
     sw = sub.add_parser("sweep", help="run an experiment over the cartesian product of --set values, on Dask "
                                       "(docs/sweeps.md)")
     sw.add_argument("id")
@@ -164,6 +187,7 @@ def parser() -> argparse.ArgumentParser:
                     help="embedded: worker processes (default: this machine's cores); --scheduler: wait for N workers")
     sw.add_argument("--fresh", action="store_true", help="a new sweep directory (stored points are still reused)")
     sw.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="time limit of each command or guest boot")
+    _platform_options(r, a, sm, se, sw)
     _images_option(sw)
     ci = sub.add_parser("cite", help="BibTeX for trapline and for a run (docs: README, 'Citing a result')")
     ci.add_argument("run", nargs="?", default=None, help="a run id, 'latest' (default) or a run directory")
@@ -235,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         if args.command == "list":
             return cmd_list()
+        if args.command in PLATFORM_COMMANDS:
+            _take_platform_options(args)
         if args.command in ("run", "reproduce-all"):
             from trapline import platforms, runner
         if args.command == "run":
@@ -314,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
             from trapline import sensitivity
             from trapline.context import Progress
             res = sensitivity.sweep(args.id, args.machine, args.param, sensitivity.parse_factors(args.factors),
-                                    args.quick, log=Progress(sys.stderr))
+                                    args.quick, log=Progress(sys.stderr), platform=args.platform)
             print(json.dumps(res, indent=2) if args.json else sensitivity.table(res))
             return 0
         if args.command == "sweep":

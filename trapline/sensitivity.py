@@ -49,15 +49,26 @@ def parse_factors(text: str) -> list[float]:
     return fs
 
 
-def machine_lane(exp) -> str | None:
-    """The experiment's first lane on a platform that takes a machine (in column order: the timing model)."""
-    return next((p for p in platforms.machine_platforms() if p in exp.platforms), None)
+def machine_lane(exp, platform: str | None = None) -> str | None:
+    """The experiment's first lane that runs on a platform that takes a machine (in column
+    order: the timing model), or its lane on `platform` (--platform)."""
+    takers = [platform] if platform else platforms.machine_platforms()
+    return next((p for p in takers if p in exp.platforms and "not_applicable" not in exp.platform(p)), None)
 
 
-def plan(exp_id: str, machine: str | None, params: list[str], factors: list[float]):
+def plan(exp_id: str, machine: str | None, params: list[str], factors: list[float], platform: str | None = None):
     """(experiment, its lane's platform, machine, [(param, factor, value)]) with every scaled machine checked."""
+    if platform is not None and platform not in platforms.machine_platforms():
+        platforms.check(platform)  # an unknown or unavailable platform: its own one line
+        raise UsageError(f"--platform {platform}: sensitivity scales a machine's parameters; valid choices: "
+                         f"{', '.join(platforms.machine_platforms())}")
     exp = experiment.get(exp_id)  # (another experiment's broken file does not stop this one)
-    lane = machine_lane(exp)
+    lane = machine_lane(exp, platform)
+    if lane is None and platform is not None:
+        raise UsageError(f"experiment '{exp_id}' has no lane on {platform} to scale; its lanes: "
+                         f"{', '.join(p for p in exp.platforms if 'not_applicable' not in exp.platform(p))}")
+    if platform is not None:
+        platforms.check(platform)
     if lane is None:
         exps = experiment.load_all(broken={})
         with_lane = sorted(e for e, x in exps.items() if machine_lane(x))
@@ -88,11 +99,11 @@ def _headline(e: dict) -> dict:
 
 def sweep(exp_id: str, machine: str | None = None, params: list[str] | None = None,
           factors: list[float] = (0.5, 2.0), quick: bool = False, log=None, scheduler: str | None = None,
-          workers: int | None = None) -> dict:
+          workers: int | None = None, platform: str | None = None) -> dict:
     """The baseline and every (parameter, factor) as the points of one sweep (trapline/sweep:
     Dask, an embedded LocalCluster unless scheduler is given), in a temporary results directory."""
     from trapline import sweep as sweeps
-    exp, lane, m, cases = plan(exp_id, machine, list(params or []), list(factors))
+    exp, lane, m, cases = plan(exp_id, machine, list(params or []), list(factors), platform)
     points = [{}] + [{p: v} for p, f, v in cases]
     with tempfile.TemporaryDirectory(prefix="trapline-sensitivity-") as tmp:
         res = sweeps.run(exp_id, points, lane, quick, machine, scheduler, workers, fresh=True, root=Path(tmp),

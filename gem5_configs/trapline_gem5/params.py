@@ -368,6 +368,12 @@ def from_machine(machine: Any, mem_size: str = MEM_SIZE) -> Gem5Params:
                 "per instruction. TimingSimpleCPU is not pipelined (each instruction waits for its own fetch "
                 "through the L1I and for its data access), MinorCPU is an in-order pipeline, O3 out of order")
 
+    if "gem5.cpu" in fields:
+        mapped["gem5.cpu"] = ("the CPU model: trapline's gem5 platform passes it as run_se.py --cpu "
+                              "(timing: TimingSimpleCPU, minor: MinorCPU, o3: O3CPU; CPUTypes)")
+    if "gem5.note" in fields:
+        mapped["gem5.note"] = "why this CPU model (text for the reader)"
+
     # ---- caches
     present = [lv for lv in LEVELS if group(f"caches.{lv}")]
     line = size_bytes("caches.l1d.line")

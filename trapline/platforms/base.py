@@ -32,6 +32,21 @@ class PlatformRun:
     facts: dict = field(default_factory=dict)  # platform specifics for the entry (e.g. emulation time)
 
 
+@dataclass(frozen=True)
+class CommandOption:
+    """A command-line option a platform declares (Platform.options): the CLI adds every
+    platform's options to the commands that run experiments (run, reproduce-all, sweep,
+    sensitivity, simulate) and hands their values back to the platform
+    (Platform.take_options) before anything runs, so no caller names the platform."""
+    flag: str                 # "--gem5"
+    metavar: str              # "PATH"
+    help: str
+
+    @property
+    def dest(self) -> str:
+        return self.flag.lstrip("-").replace("-", "_")
+
+
 class Lane:
     """One kind of lane of a platform. A platform whose lanes differ (the model: user
     mode, or a booted guest) has one small Lane class per kind and picks one for each
@@ -106,6 +121,8 @@ class Platform:
     counters: tuple[str, ...] = ()
     # The kinds of lane it runs; lane_class picks one per lane (the first by default).
     lanes: tuple[type[Lane], ...] = (Lane,)
+    # Its own command-line options (CommandOption), on every command that runs experiments.
+    options: tuple[CommandOption, ...] = ()
 
     def __init__(self, ctx: RunContext):
         self.ctx = ctx
@@ -118,6 +135,12 @@ class Platform:
         or None when it can. An unavailable platform's lanes become not-applicable entries
         with this reason; --platform NAME is refused with it."""
         return None
+
+    @classmethod
+    def take_options(cls, values: dict) -> None:
+        """Take the values of its options (CommandOption.dest -> value, None when not given),
+        before anything runs: e.g. set the environment its workers read. Bad values raise
+        UsageError naming the option."""
 
     @classmethod
     def lane_class(cls, spec: dict) -> type[Lane]:
@@ -281,3 +304,38 @@ def guest_keys(ctx: RunContext, arch: str) -> dict:
     img = ctx.image(arch)
     return {"image": {k: img.facts.get(k) for k in ("LINUX_SHA256", "INITRD_SHA256")},
             "qemu": tool_version(arch_table.get(arch).qemu_system)}
+
+
+# ------------------------------------------------ what a modelled figure rests on (platforms with a machine)
+
+def calibrated_on(exp, m: machines.Machine, unused: frozenset[str] | set[str] = frozenset()) -> list[str]:
+    """The machine parameters fitted to this experiment's own claim that a lane uses
+    (unused: the machine fields this lane's simulator does not read)."""
+    cat = exp.data["catalogue"]
+    # the claim line names the claim first ("E3: ...", "E3 (post): ..."); E1 must not match E10
+    return sorted(k for k, v in m.sources().items()
+                  if re.match(rf"calibrated: {cat}\b", str(v)) and k not in unused)
+
+
+def rests_on(calibrated: list[str], from_claim: list[str]) -> str:
+    """What a modelled figure rests on: 'fitted' (a parameter was fitted to this claim),
+    'input' (the claim's own figures are machine parameters) or 'prediction'."""
+    return "fitted" if calibrated else "input" if from_claim else "prediction"
+
+
+def machine_provenance(exp, m: machines.Machine, unused: frozenset[str] | set[str] = frozenset()) -> dict:
+    """A lane's facts about its machine's provenance: the parameters fitted to this claim
+    (calibrated_on_this_claim), taken from its figures (from_this_claim), assumed, and
+    so what its figures rest on. The model and gem5 compute it here, each naming the
+    machine fields its simulator does not read (unused)."""
+    cat = exp.data["catalogue"]
+    srcs = m.sources()
+    calibrated = calibrated_on(exp, m, unused)
+    # numbers the machine file takes from the claim itself (its own figures, not fitted)
+    from_claim = sorted(k for k, v in srcs.items() if k not in unused
+                        and not str(v).startswith("calibrated") and re.search(rf"claims\.md {cat}\b", str(v)))
+    # numbers no source was found for (docs/machines.md lists them with the reasoning)
+    assumed = sorted(k for k, v in srcs.items() if str(v).startswith("assumed:"))
+    return {"machine": m.name, "machine_sets": list(m.sets), "machine_file_sha256": m.to_dict().get("file_sha256"),
+            "clock_hz": m.clock_hz, "calibrated_on_this_claim": calibrated, "from_this_claim": from_claim,
+            "assumed": assumed, "rests_on": rests_on(calibrated, from_claim)}

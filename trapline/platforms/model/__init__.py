@@ -35,7 +35,8 @@ from pathlib import Path
 from trapline import arch as arch_table, build, guest, images, kernelio, machine as machines
 from trapline.errors import UsageError
 from trapline.kernelio import MODELLED_TIMER
-from trapline.platforms.base import GuestLane, Lane, Platform, PlatformRun, check_kernel_sets, guest_line, kernel_args
+from trapline.platforms.base import (GuestLane, Lane, Platform, PlatformRun, calibrated_on as base_calibrated_on,
+                                     check_kernel_sets, guest_line, kernel_args, machine_provenance, rests_on)
 from trapline.platforms.model.counters import COUNTERS, region_counts
 from trapline.platforms.model.plugin_build import TOOL as PLUGIN_TOOL, plugin as built_plugin
 from trapline.plugin import args as plugin_args
@@ -316,29 +317,11 @@ UNUSED_IN_GUEST = frozenset({"traps.cost", "windows.spill_fill_cost"})
 
 def calibrated_on(exp, m: machines.Machine, guest: bool) -> list[str]:
     """The machine parameters fitted to this experiment's own claim that its model lane uses."""
-    cat = exp.data["catalogue"]
-    # the claim line names the claim first ("E3: ...", "E3 (post): ..."); E1 must not match E10
-    return sorted(k for k, v in m.sources().items()
-                  if re.match(rf"calibrated: {cat}\b", str(v)) and not (guest and k in UNUSED_IN_GUEST))
-
-
-def rests_on(calibrated: list[str], from_claim: list[str]) -> str:
-    """What a modelled figure rests on: 'fitted' (a parameter was fitted to this claim),
-    'input' (the claim's own figures are machine parameters) or 'prediction'."""
-    return "fitted" if calibrated else "input" if from_claim else "prediction"
+    return base_calibrated_on(exp, m, UNUSED_IN_GUEST if guest else frozenset())
 
 
 def machine_facts(exp, m: machines.Machine, regions: int, guest: bool = False) -> dict:
-    cat = exp.data["catalogue"]
-    srcs = m.sources()
-    calibrated = calibrated_on(exp, m, guest)
-    # numbers the machine file takes from the claim itself (its own figures, not fitted)
-    from_claim = sorted(k for k, v in srcs.items()
-                        if not str(v).startswith("calibrated") and re.search(rf"claims\.md {cat}\b", str(v)))
-    # numbers no source was found for (docs/machines.md lists them with the reasoning)
-    assumed = sorted(k for k, v in srcs.items() if str(v).startswith("assumed:"))
-    return {"machine": m.name, "machine_sets": list(m.sets), "machine_file_sha256": m.to_dict().get("file_sha256"),
-            "clock_hz": m.clock_hz, "regions": regions, "deterministic": True, "calibrated_on_this_claim": calibrated,
-            "from_this_claim": from_claim, "assumed": assumed, "rests_on": rests_on(calibrated, from_claim)}
-
-
+    f = machine_provenance(exp, m, UNUSED_IN_GUEST if guest else frozenset())
+    keys = ("machine", "machine_sets", "machine_file_sha256", "clock_hz")
+    return {**{k: f[k] for k in keys}, "regions": regions, "deterministic": True,
+            **{k: v for k, v in f.items() if k not in keys}}

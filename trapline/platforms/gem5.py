@@ -1,0 +1,185 @@
+"""The gem5 platform: the experiment's kernel runs in a real gem5's syscall-emulation
+(SE) mode on the lane's machine description, built by gem5_configs/run_se.py with
+trapline_gem5's board (the same gem5_configs/machines/<name>.yaml as the timing
+model's lane: trapline.gem5.export, gem5_configs/trapline_gem5/params.py).
+
+The kernels run in their gem5 flavour (build.build(arch, flavour="gem5"), -DTL_GEM5):
+each measured repetition resets gem5's statistics where it begins and dumps them where
+it ends (m5 ops), so stats.txt holds one block per region. Sample i gets region i's
+simulated time (its ticks between the markers) and cycles, and gem5's counts as
+gem5_* counters (trapline.gem5.stats.COUNTERS; the suffixes match the model's model_*:
+gem5_l1d_misses beside model_l1d_misses). Simulated time is deterministic: the same
+binary, machine and arguments give the same ticks.
+
+The CPU model is the machine's `gem5.cpu` (timing, minor or o3; O3 where the claim is
+about a real pipeline) or `--set gem5.cpu=...`; one core per thread a run starts
+(SE mode gives a thread a core of its own: trapline.gem5.run.cores_for). gem5 itself
+comes from --gem5 PATH, $GEM5, or gem5.opt/gem5 on PATH (trapline.gem5.binary.find);
+without one the platform is unavailable and says how to get one. docs/gem5.md.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import time
+from functools import lru_cache
+
+from trapline import build, kernelio, machine as machines
+from trapline.errors import RunFailed, UsageError
+from trapline.gem5 import binary, export, run as gem5_run, stats
+from trapline.paths import ROOT
+from trapline.platforms.base import (CommandOption, Lane, Platform, PlatformRun, check_kernel_sets, kernel_args,
+                                     machine_provenance)
+from trapline.proc import tail
+
+FLAVOUR = "gem5"          # the kernels' build flavour with m5-op region markers (kernels/common)
+TIMEOUT_S = 3600          # a full-size run on the O3 CPU is slow (about 0.3 M instructions/s)
+CPU_FIELD = "gem5.cpu"    # the machine field (and --set key) that picks the CPU model
+
+
+@lru_cache(maxsize=None)
+def _params_module():
+    """gem5_configs/trapline_gem5/params.py (plain Python: gem5's side of the machine mapping)."""
+    path = ROOT / "gem5_configs" / "trapline_gem5" / "params.py"
+    spec = importlib.util.spec_from_file_location("trapline_gem5_params", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # (its dataclasses look their module up)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def unused_fields(m: machines.Machine) -> frozenset[str]:
+    """The machine fields gem5 does not read (params.py notes them instead of mapping
+    them: the model-only costs such as atomics.split_lock_cost or traps.cost), so a
+    parameter fitted to a claim that gem5 ignores does not make gem5's figure 'fitted'."""
+    p = _params_module().from_machine(export(m))
+    return frozenset(n.field for n in p.notes if n.field not in p.mapped)
+
+
+def cpu_of(m: machines.Machine) -> str:
+    """The CPU model the machine runs on in gem5 (its gem5.cpu, else O3)."""
+    return str(m.raw(CPU_FIELD)) if m.has(CPU_FIELD) else gem5_run.DEFAULT_CPU
+
+
+class Gem5Lane(Lane):
+    """A gem5 lane: the kernel's runs one after another, each in its own gem5 process."""
+
+    def sweep_keys(self) -> dict:
+        g = binary.facts(binary.find())
+        build.build(self.arch, log=self.ctx.log, flavour=FLAVOUR)  # built once here, so the workers find it
+        return {"gem5_sha256": g["sha256"], "gem5_version": g["version"],
+                "kernels_gem5": build.input_hash(self.arch, FLAVOUR)}
+
+
+class Gem5Platform(Platform):
+    name = "gem5"
+    label = "gem5"
+    meaning = "simulated time and counts from gem5 (SE mode) on the same machine description as the timing model"
+    times = "predicted"
+    column = 40
+    takes_machine = True
+    side_by_side = True   # simulated time does not depend on the host's load
+    counters = tuple(c.name for c in stats.COUNTERS)
+    lanes = (Gem5Lane,)
+    options = (CommandOption("--gem5", "PATH", "the gem5 binary for the gem5 platform (default: $GEM5, then "
+                                               "gem5.opt or gem5 on PATH)"),)
+
+    @classmethod
+    def take_options(cls, values: dict) -> None:
+        path = values.get("gem5")
+        if path:
+            found = binary.find(path)  # UsageError naming --gem5 when it is no executable file
+            os.environ[binary.ENV] = str(found)  # for this process's workers too (sweep, sensitivity)
+
+    @classmethod
+    def why_unavailable(cls) -> str | None:
+        try:
+            binary.find()
+        except (UsageError, RunFailed) as e:
+            return str(e)
+        return None
+
+    @classmethod
+    def report_lines(cls, f: dict) -> list[str]:
+        g = f.get("gem5", {})
+        out = [f"{cls.label}: {g.get('version', '?')}, binary sha256 {str(g.get('sha256') or '-')[:12]}, "
+               f"ISAs {', '.join(g.get('isas', [])) or '?'}, SE mode (gem5_configs/run_se.py)"]
+        for m in f.get("machines", {}).values():
+            sets = f" with {', '.join(m['sets'])}" if m.get("sets") else ""
+            out.append(f"{cls.label} machine: {m.get('summary', m.get('name'))}{sets} "
+                       f"({m.get('file')}, sha256 {str(m.get('file_sha256') or '-')[:12]})")
+        return out
+
+    def describe(self) -> dict:
+        ctx = self.ctx
+        try:
+            g = binary.facts(binary.find())
+        except (UsageError, RunFailed) as e:
+            g = {"error": str(e)}
+        return {"gem5": g,
+                "machines": {m.name + ("+" + ",".join(m.sets) if m.sets else ""): m.to_dict()
+                             for k, m in sorted(ctx.machines.items()) if k in ctx.used.get("gem5-machines", ())}}
+
+    def _machine(self, exp) -> machines.Machine:
+        return self.ctx.machine_for(exp.platform(self.name).get("machine"), exp.id, self.name)
+
+    def validate(self, exp) -> None:
+        m = self._machine(exp)  # raises for a bad machine field (gem5.cpu outside timing|minor|o3), naming it
+        spec = exp.platform(self.name)
+        if m.arch != spec["arch"]:
+            raise UsageError(f"machine '{m.name}' is {m.arch}, but {exp.id} runs its gem5 lane on {spec['arch']}")
+        gem5_run.check_cpu(cpu_of(m))
+        gem5_run.check_isa(m, binary.facts(binary.find()))
+        check_kernel_sets(self.ctx, exp, self.name, self.kernel_sets,
+                          also=f"; or a machine field: {', '.join(sorted(machines.top_fields()))} "
+                               f"(dotted, e.g. {CPU_FIELD}=timing)")
+
+    def run(self, exp) -> PlatformRun:
+        ctx, log = self.ctx, self.ctx.log
+        spec, arch, t0 = self._lane(exp)
+        m = self._machine(exp)
+        ctx.use("gem5-machines", ctx.machine_name or spec.get("machine"))
+        gem5 = binary.find()
+        facts = binary.facts(gem5)
+        cpu = cpu_of(m)
+        bindir = ctx.tool(f"kernels-{FLAVOUR}-{arch}", lambda: build.build(arch, log=log, flavour=FLAVOUR)) / exp.kernel
+        output = kernelio.KernelOutput()
+        raw, shown, per_run = [], [], []
+        log(f"{exp.id}: gem5 ({cpu} CPU), machine {m.name}{' with ' + ' '.join(m.sets) if m.sets else ''}")
+        for i, r in enumerate(spec.get("runs", [])):
+            args = kernel_args(ctx, exp, r, self.kernel_sets)
+            argv = [str(bindir / r["binary"])] + args
+            shown.append([f"{exp.kernel}/{r['binary']}"] + args)
+            what = " ".join(shown[-1])
+            cores = gem5_run.cores_for(dict(a.split("=", 1) for a in args))
+            log(f"{exp.id} [{i + 1}/{len(spec['runs'])}] {what} ({cores} core(s))")
+            g = gem5_run.simulate(m, argv, cpu=cpu, cores=cores, gem5=gem5, cwd=bindir,
+                                  timeout=ctx.timeout_for(r.get("timeout_s", TIMEOUT_S)))
+            raw.append(f"$ {' '.join(g.cmd)}\n{g.stdout}{g.stderr}")
+            per_run.append({"run": what, "cpu": cpu, "cores": cores, "config_sha256": g.config_sha256,
+                            "ticks": g.ticks, "regions": len(g.regions), "wall_seconds": round(g.seconds, 2),
+                            "instructions": (g.tail_region or {}).get("instructions_since_start")})
+            err = g.error
+            if err is None and g.status != 0:
+                err = f"{what} exited with status {g.status} under gem5; last output:\n{tail(g.stdout + g.stderr)}"
+            if err is None:
+                out = kernelio.parse(g.stdout)
+                err = stats.pair_regions(out, g.regions, what)
+                if err is None:
+                    output.extend(out)
+            if err:
+                run = PlatformRun(output, "\n".join(raw), shown, error=f"{what}: {err}" if not err.startswith(what)
+                                  else err, seconds=time.monotonic() - t0)
+                run.facts = self._facts(exp, m, cpu, facts, per_run)
+                return run
+        hashes = {f"{exp.kernel}/{k}": v for k, v in build.binary_hashes(bindir).items()}
+        run = PlatformRun(output, "\n".join(raw), shown, binaries=hashes, seconds=time.monotonic() - t0)
+        run.facts = self._facts(exp, m, cpu, facts, per_run)
+        return run
+
+    def _facts(self, exp, m: machines.Machine, cpu: str, g: dict, per_run: list[dict]) -> dict:
+        return {**machine_provenance(exp, m, unused_fields(m)), "cpu": cpu, "deterministic": True,
+                "gem5_version": g.get("version"), "gem5_sha256": g.get("sha256"), "runs": per_run,
+                "config_sha256": sorted({r["config_sha256"] for r in per_run if r["config_sha256"]})}
