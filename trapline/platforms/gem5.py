@@ -130,7 +130,7 @@ class Gem5Platform(Platform):
         spec = exp.platform(self.name)
         if m.arch != spec["arch"]:
             raise UsageError(f"machine '{m.name}' is {m.arch}, but {exp.id} runs its gem5 lane on {spec['arch']}")
-        gem5_run.check_cpu(cpu_of(m))
+        gem5_run.check_cpu(cpu_of(m), export(m)["isa"])  # (minor cannot run SPARC: gem5_run.BROKEN_CPUS)
         gem5_run.check_isa(m, binary.facts(binary.find()))
         check_kernel_sets(self.ctx, exp, self.name, self.kernel_sets,
                           also=f"; or a machine field: {', '.join(sorted(machines.top_fields()))} "
