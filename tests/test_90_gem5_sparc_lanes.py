@@ -145,3 +145,65 @@ def test_run_simulate_counts_window_spills_and_fills_per_region(gem5_binary, spa
         assert 2 * 19 < g["counts"]["gem5_instructions"] / (depth * repeats) < 2 * 19 + 20
     # the trace counts only the regions' own entries: the two regions and what ran between them fit the tail
     assert r.tail_region["counts"]["gem5_trap_entries_spill"] >= r.regions[-1]["counts"]["gem5_trap_entries_spill"]
+
+
+# ------------------------------------------------------------------ the gem5 lanes, end to end
+
+def _run_lane(gem5_binary, results, *args):
+    from conftest import trapline
+    r = trapline("run", *args, "--platform", "gem5", "--quick",
+                 env={"GEM5": str(gem5_binary), "TRAPLINE_RESULTS": str(results)}, timeout=900)
+    entries = sorted(results.glob("latest/entries/*.json"))
+    return r, [json.loads(p.read_text()) for p in entries]
+
+
+def _figure(entry, start):
+    (f,) = [f for f in entry["figures"] if f["name"].startswith(start)]
+    return f["value"]
+
+
+def test_spill_fill_gem5_lane_counts_a_spill_and_a_fill_per_call(gem5_binary, tmp_path):
+    r, (e,) = _run_lane(gem5_binary, tmp_path / "results", "sparc-spill-fill", "--set", "depths=10,1000",
+                        "--set", "reps=1")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert e["platform"] == "gem5" and e["platform_facts"]["cpu"] == "timing"
+    assert e["platform_facts"]["machine"] == "ultrasparc-t1"
+    # 5 descents of 1000 calls: 5 x 994 spills (NWINDOWS = 8) and the region's first call's
+    for start in ("spill traps per call", "fill traps per call"):
+        assert 0.994 <= _figure(e, start) <= 0.9952, e["figures"]
+    assert 2 * 19 < _figure(e, "instructions per call") < 2 * 19 + 20
+    # a simulated time per call that the criterion judges (the timing CPU: about 330 ns here)
+    assert e["status"] in ("reproduced", "differs") and e["reproduced"] > _figure(e, "time per call at depth 10")
+
+
+def test_misalign_gem5_lane_is_contrast_with_bytewise_loads_blind_to_alignment(gem5_binary, tmp_path):
+    r, (e,) = _run_lane(gem5_binary, tmp_path / "results", "sparc-misalign-trap", "--set", "reps=1",
+                        "--set", "gem5.cpu=timing")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert e["status"] == "not-applicable" and "src/sim/faults.cc:60" in e["note"]
+    assert e["platform_facts"]["machine"] == "ultrasparc-iv-plus"
+    assert _figure(e, "byte-wise unaligned / byte-wise aligned") == pytest.approx(1.0, rel=0.01)
+    assert e["reproduced"] > 1.1  # byte loads cost more than word loads
+    assert all(c["ok"] for c in e["checks"])  # every variant summed the same
+    # the trap variant is what stops gem5 (the reason the lane leaves it out)
+    from trapline import build, machine
+    from trapline.gem5 import run
+    prog = build.build("sparc64", flavour="gem5") / "sparc-misalign-trap" / "misalign"
+    g = run.simulate(machine.load("ultrasparc-iv-plus"), [str(prog), "mode=trap", "align=unaligned", "outer=1",
+                                                          "reps=1", "warmup=0"], cpu="timing", gem5=gem5_binary)
+    assert g.error and "fault (mem_address_not_aligned)" in g.error and not g.regions
+
+
+@pytest.mark.parametrize("exp, source", [("sparc-strong-prefetch", "src/arch/sparc/isa/decoder.isa:1289"),
+                                         ("armv6-unaligned", "src/sim/faults.cc:60")])
+def test_not_applicable_gem5_lanes_name_the_gem5_source(gem5_binary, tmp_path, exp, source):
+    r, (e,) = _run_lane(gem5_binary, tmp_path / "results", exp)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert e["status"] == "not-applicable" and source in e["note"]
+
+
+def test_minor_cpu_on_a_sparc_lane_is_one_line_before_anything_runs(gem5_binary, tmp_path):
+    r, entries = _run_lane(gem5_binary, tmp_path / "results", "sparc-spill-fill", "--set", "gem5.cpu=minor")
+    assert r.returncode == 2 and entries == []
+    assert r.stderr.strip().startswith("trapline: error: gem5.cpu: 'minor' cannot run SPARC here")
+    assert len(r.stderr.strip().splitlines()) == 1
