@@ -77,9 +77,9 @@ def test_the_machines_name_their_gem5_cpu():
 
 @pytest.fixture(scope="module")
 def loop_order_run(gem5_binary, tmp_path_factory):
-    """loop-order's gem5 lane at 64 x 64 on the timing CPU, gem5 given by --gem5."""
+    """loop-order's gem5 lane at 128 x 512 on the machine's CPU (O3), gem5 given by --gem5."""
     results = tmp_path_factory.mktemp("gem5-lane") / "results"
-    r = trapline("run", "loop-order", "--platform", "gem5", "--quick", *TINY, "--set", "gem5.cpu=timing",
+    r = trapline("run", "loop-order", "--platform", "gem5", "--quick", *TINY,
                  "--gem5", str(gem5_binary), env={"GEM5": "", "TRAPLINE_RESULTS": str(results)}, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     return _run_dir(r.stdout)
@@ -91,7 +91,7 @@ def test_loop_order_lane_runs_in_gem5(loop_order_run):
     assert e["reproduced"] >= 2  # column order slower, in gem5's simulated time
     assert e["rests_on"] == "prediction" and e["platform_label"] == "gem5"
     f = e["platform_facts"]
-    assert f["cpu"] == "timing" and f["machine"] == "x86-2012-server" and "gem5.cpu=timing" in f["machine_sets"]
+    assert f["cpu"] == "o3" and f["machine"] == "x86-2012-server" and f["machine_sets"] == []
     assert f["deterministic"] is True
     assert len(f["runs"]) == 2 and all(len(r["config_sha256"]) == 64 and r["cores"] == 1 for r in f["runs"])
     figs = {x["name"]: x["value"] for x in e["figures"]}
@@ -106,7 +106,7 @@ def test_manifest_records_gem5_and_every_config(loop_order_run, gem5_binary):
     g = m["platforms"]["gem5"]["gem5"]
     assert g["sha256"] == binary.sha256_of(gem5_binary) and g["version"].startswith("v24.0.0.1")
     assert "X86" in g["isas"]
-    assert "x86-2012-server+gem5.cpu=timing" in m["platforms"]["gem5"]["machines"]
+    assert "x86-2012-server" in m["platforms"]["gem5"]["machines"]
     report = m["platform_report"]["gem5"]
     assert report["column"] == 40 and report["modelled"] is True
     assert any(g["sha256"][:12] in line for line in report["lines"])
@@ -193,8 +193,8 @@ def test_sweep_of_two_gem5_points_on_dask_workers(gem5_binary, tmp_path):
     d = Path(r.stdout.strip().splitlines()[-1]).parent
     rows = json.loads((d / "table.json").read_text())["rows"]
     assert sorted(x["sets"]["rows"] for x in rows) == ["32", "64"]
-    assert all(x["platform"] == "gem5" and x["status"] == "reproduced" and x["worker"].startswith("tcp://127.0.0.1")
-               for x in rows), rows
+    assert all(x["platform"] == "gem5" and x["worker"].startswith("tcp://127.0.0.1") for x in rows), rows
+    assert all(x["headline"] and x["headline"] > 1 for x in rows), rows  # column order slower in both points
     m = json.loads((d / "manifest.json").read_text())
     assert m["engine"]["scheduler"] == sched
     from trapline.gem5 import binary
