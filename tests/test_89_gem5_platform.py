@@ -200,3 +200,17 @@ def test_sweep_of_two_gem5_points_on_dask_workers(gem5_binary, tmp_path):
     from trapline.gem5 import binary
     keys = json.dumps(m)
     assert binary.sha256_of(gem5_binary) in keys  # the points' key: gem5's binary
+
+
+def test_known_differences_name_a_count_of_the_platform():
+    """A lane's known_differences are keyed by count suffix (gem5_<suffix> beside model_<suffix>);
+    a key the platform does not count is one error naming the field and the valid counts."""
+    import copy
+    from trapline import experiment
+    exp = experiment.get("x86-split-lock")
+    assert experiment._semantic_checks(exp.id, exp.path, exp.data) == []
+    data = copy.deepcopy(exp.data)
+    data["platforms"]["gem5"]["known_differences"] = {"bogus_misses": "a reason long enough to pass"}
+    errs = experiment._semantic_checks(exp.id, exp.path, data)
+    assert len(errs) == 1 and "platforms.gem5.known_differences.bogus_misses" in errs[0], errs
+    assert "gem5_locked_lines" in errs[0]
