@@ -200,3 +200,30 @@ def test_sweep_of_two_gem5_points_on_dask_workers(gem5_binary, tmp_path):
     from trapline.gem5 import binary
     keys = json.dumps(m)
     assert binary.sha256_of(gem5_binary) in keys  # the points' key: gem5's binary
+
+
+def test_known_differences_name_a_count_of_the_platform():
+    """A lane's known_differences are keyed by count suffix (gem5_<suffix> beside model_<suffix>);
+    a key the platform does not count is one error naming the field and the valid counts."""
+    import copy
+    from trapline import experiment
+    exp = experiment.get("x86-split-lock")
+    assert experiment._semantic_checks(exp.id, exp.path, exp.data) == []
+    data = copy.deepcopy(exp.data)
+    data["platforms"]["gem5"]["known_differences"] = {"bogus_misses": "a reason long enough to pass"}
+    errs = experiment._semantic_checks(exp.id, exp.path, data)
+    assert len(errs) == 1 and "platforms.gem5.known_differences.bogus_misses" in errs[0], errs
+    assert "gem5_locked_lines" in errs[0]
+
+
+@pytest.mark.parametrize("args,words", [
+    (["sensitivity", "loop-order", "--platform", "host", "--quick"], ["--platform host", "model, gem5"]),
+    (["sensitivity", "loop-order", "--platform", "vax", "--quick"], ["unknown platform 'vax'", "gem5"]),
+    (["sweep", "loop-order", "--platform", "gem5", "--set", "rows=32,64", "--gem5", "/no/such/gem5"],
+     ["--gem5 /no/such/gem5", "not an executable file"]),
+])
+def test_platform_options_on_sensitivity_and_sweep_are_one_line(tmp_path, args, words):
+    r = trapline(*args, env={"TRAPLINE_RESULTS": str(tmp_path / "r")})
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and all(w in lines[0] for w in words), r.stderr

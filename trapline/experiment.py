@@ -129,6 +129,11 @@ def _semantic_checks(exp_id: str, path: Path, data: dict) -> list[str]:
             errs.append(f"{at}: needs 'runs' (or 'not_applicable' with a reason)")
             continue
         errs += plat.lane_problems(at, p)
+        for k in p.get("known_differences", {}):
+            problem = plat.counter_problem(f"{pname}_{k}") if plat.counters else \
+                f"the {plat.label} reports no counts of its own"
+            if problem:
+                errs.append(f"{at}.known_differences.{k}: a count suffix of this platform's counts; {problem}")
         if "headline" not in p:
             errs.append(f"{at}: needs a 'headline' metric")
         if "reproduced_if" not in p and "contrast" not in p:
