@@ -309,3 +309,20 @@ def test_gem5_beside_the_model_for_real(model_run, gem5_entry, tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and shot.stat().st_size > 10000, r.stderr[-2000:]
     assert not math.isnan(g5.reproduced)
+
+
+def test_the_fidelity_table_has_rows_and_a_summary_line_for_every_modelled_platform():
+    """Every modelled platform's figures are rows (the second simulator's beside the model's), and
+    the summary has a line per platform. Entries made by hand (test_85's shape), no run."""
+    from trapline.report import fidelity
+
+    def e(platform, reproduced):
+        return Entry.from_dict({"id": "a", "platform": platform, "catalogue": "E1", "description": "a test",
+                                "metric": "a ratio", "unit": "x", "claimed": 10, "reproduced": reproduced,
+                                "status": "reproduced", "note": "n", "rests_on": "prediction"})
+    es = [e("model", 20), e("sim2", 5), e("host", 10)]
+    rs = fidelity.rows(es, {"model", "sim2"})
+    assert [(r.platform, r.log2) for r in rs] == [("model", 1.0), ("sim2", 1.0)]
+    md = fidelity.markdown(es, {"model", "sim2"})
+    assert "| E1 | a [model] |" in md and "| E1 | a [sim2] |" in md and "a [host]" not in md
+    assert "On model: 1 row, median |log2| 1.00 (x2.00)" in md and "On sim2: 1 row, median |log2| 1.00" in md

@@ -220,7 +220,7 @@ def summary_line(c: Comparison) -> str:
     d = c.differing()
     unexplained = sum(1 for r in d if not r.reasons)
     return (f"{len(c.counts)} counts per operation compared over {len({r.group for r in c.counts})} sample "
-            f"group(s): {len(c.counts) - len(d)} within {LIMIT:.0%}, {len(d)} beyond"
+            f"group(s); {len(d)} differ by more than {LIMIT:.0%}"
             + (f" ({unexplained} with {NO_REASON})" if unexplained else "") + ".")
 
 
