@@ -186,7 +186,7 @@ def claim_matrix(entries: list[Entry], summary: dict, info: dict[str, dict] | No
         rows.append([Cell(first.catalogue), Cell(first.id, link=anchor(first))] +
                     [matrix_cell(by[first.id, p]) if (first.id, p) in by else Cell("-") for p in cols])
     ordered = sorted(firsts.values(), key=_catalogue_number)
-    words = [Cell(f"{first.catalogue} {first.id} [{by[first.id, p].label}]: {cell_sentence(by[first.id, p])}. "
+    words = [Cell(f"{first.catalogue} {first.id} on {by[first.id, p].label}: {cell_sentence(by[first.id, p])}. "
                   f"{by[first.id, p].note}", link=anchor(by[first.id, p]))
              for first in ordered for p in cols if (first.id, p) in by]
     return Section("Claim matrix", "claim-matrix", [
