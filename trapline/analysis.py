@@ -17,6 +17,11 @@ from typing import Any
 from trapline.kernelio import KernelOutput, group_key
 
 STATUSES = ("reproduced", "differs", "not-applicable", "failed")
+# what each status says (the report's legend)
+STATUS_MEANING = {"reproduced": "meets the experiment's criterion on this platform",
+                  "differs": "ran, and misses the criterion (the note says by how much and why)",
+                  "not-applicable": "this platform cannot show the effect: the figure is for contrast, or the reason",
+                  "failed": "did not run to a figure, or a functional check failed"}
 # A sample shorter than this many timer ticks is too short to trust.
 MIN_TICKS_PER_SAMPLE = 1000
 MIN_REPS = 5
@@ -48,7 +53,13 @@ class Group:
             raise KeyError(name)
         return statistics.median(xs)
 
-    def summary(self) -> dict:
+    @property
+    def key(self) -> tuple:
+        """The group's key, as kernelio.group_key gives it for its samples (and count lines)."""
+        return (self.variant,) + tuple(sorted(self.params.items()))
+
+    def summary(self, counts_per_op: dict[str, float] | None = None) -> dict:
+        """Its statistics; counts_per_op: a platform's counts per operation for it (counts_per_op())."""
         xs = self.ns_per_op
         med = statistics.median(xs)
         q1, q3 = _quantile(xs, 0.25), _quantile(xs, 0.75)
@@ -63,6 +74,8 @@ class Group:
         if self.user_ns_per_op:
             out["median_user_ns_per_op"] = statistics.median(self.user_ns_per_op)
             out["median_sys_ns_per_op"] = statistics.median(self.sys_ns_per_op)
+        if counts_per_op:
+            out["counts_per_op"] = counts_per_op
         return out
 
 
@@ -80,6 +93,24 @@ def groups(out: KernelOutput) -> list[Group]:
             g.user_ns_per_op.append(s["user_ns"] / s["ops"])
             g.sys_ns_per_op.append(s["sys_ns"] / s["ops"])
     return list(by.values())
+
+
+def counts_per_op(out: KernelOutput, prefix: str) -> dict[tuple, dict[str, float]]:
+    """A platform's counts (named <prefix>_<suffix>: its Platform.counters) per operation, by
+    sample group (Group.key) and suffix: each count line (one per sample, with the sample's
+    variant, parameters and ops) gives value / ops, and a group's figure is the median over
+    its repetitions; suffixes in the order the platform reports them. The sample's own
+    operations (<prefix>_ops) are left out (1 per op)."""
+    head = prefix + "_"
+    by: dict[tuple, dict[str, list[float]]] = {}
+    for c in out.counts:
+        name, value, ops = c.get("name", ""), c.get("value"), c.get("ops")
+        if not name.startswith(head) or name == head + "ops" or not isinstance(value, (int, float)) \
+                or isinstance(value, bool) or not isinstance(ops, (int, float)) or not ops:
+            continue
+        key = group_key({k: v for k, v in c.items() if k not in ("name", "value")})
+        by.setdefault(key, {}).setdefault(name[len(head):], []).append(value / ops)
+    return {k: {s: statistics.median(v) for s, v in d.items()} for k, d in by.items()}
 
 
 def _matches(params: dict, variant: str, sel: dict) -> bool:
@@ -223,11 +254,13 @@ def fmt(v: float | None) -> str:
 
 
 def judge(spec: dict, headline: dict, out: KernelOutput | None, error: str | None,
-          contrast: str | None = None) -> dict:
+          contrast: str | None = None, counts_prefix: str | None = None) -> dict:
     """Turn one platform's output into a summary entry (without id/platform). contrast: why
     this run's figure cannot show the claimed effect, found at run time (a host whose Linux
     traps split locks: trapline/hostfacts.py); like the experiment's own `contrast`, the
-    figure is then shown beside the claim and the status is not-applicable."""
+    figure is then shown beside the claim and the status is not-applicable. counts_prefix:
+    the platform's counters' prefix (its name, for a platform with counters): each sample
+    group then carries its counts per operation (counts_per_op), and the entry the prefix."""
     name = spec.get("headline", {}).get("name", headline["name"])
     claimed = spec.get("headline", {}).get("claimed", headline.get("claimed"))
     unit = spec.get("headline", {}).get("unit", headline["unit"])
@@ -242,7 +275,10 @@ def judge(spec: dict, headline: dict, out: KernelOutput | None, error: str | Non
         return entry
     assert out is not None
     gs = groups(out)
-    entry["groups"] = [g.summary() for g in gs]
+    per_op = counts_per_op(out, counts_prefix) if counts_prefix else {}
+    entry["groups"] = [g.summary(per_op.get(g.key)) for g in gs]
+    if per_op:
+        entry["counts_prefix"] = counts_prefix
     entry["warnings"] = timer_warnings(out, gs)
     if not gs and out.skips:
         reasons = sorted({s.get("reason", "?") for s in out.skips})

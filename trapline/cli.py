@@ -4,7 +4,8 @@
     run ID [--platform P] [--set k=v ...] [--quick] [--fresh] [--images B]
     reproduce-all [--quick] [--platform P] [--fresh] [--images B]
     report [RUN-ID]                        redraw a finished run's report
-    fidelity [RUN ...]                     the fidelity table of the runs' modelled figures, as markdown
+    fidelity [RUN ...]                     the fidelity table of the runs' modelled figures, as markdown,
+                                           and the simulators side by side
     build [--arch A ...]                   build the kernels (cached)
     images [--arch A ...] [--builder B] [--buildroot DIR]
                                            build the guest images (cached; B: debian or buildroot)
@@ -140,8 +141,9 @@ def parser() -> argparse.ArgumentParser:
     _images_option(a)
     rp = sub.add_parser("report", help="redraw the report of a finished run")
     rp.add_argument("run_id", nargs="?", default=None)
-    fi = sub.add_parser("fidelity", help="modelled against claimed figures of one or more runs, as markdown "
-                                         "(a later run's entry wins; default: latest)")
+    fi = sub.add_parser("fidelity", help="modelled against claimed figures of one or more runs, then the "
+                                         "simulators side by side, as markdown (a later run's entry wins; "
+                                         "default: latest)")
     fi.add_argument("runs", nargs="*", help="run ids, 'latest' or run directories")
     b = sub.add_parser("build", help="build the kernels for one or more architectures")
     b.add_argument("--arch", action="append", help=f"one of {', '.join(arch.ARCHES)} (default: all)")
@@ -283,12 +285,16 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_report(args.run_id)
         if args.command == "fidelity":
             from trapline import report
-            from trapline.report import fidelity, sections
+            from trapline.report import fidelity, sections, sidebyside
             from trapline.cite import resolve  # a run id, latest or a run directory
             loaded = [report.load(resolve(r)) for r in (args.runs or [None])]
-            said = [sections.modelled(sections.platform_report(ld[1], ld[3])) for ld in loaded]
+            infos = [sections.platform_report(ld[1], ld[3]) for ld in loaded]
+            said = [sections.modelled(i) for i in infos]
             modelled = None if any(m is None for m in said) else set().union(*said)
-            sys.stdout.write(fidelity.markdown(fidelity.merge([ld[3] for ld in loaded]), modelled))
+            merged = fidelity.merge([ld[3] for ld in loaded])
+            columns = sections.platforms_in(merged, {p: i for info in infos for p, i in info.items()})
+            sys.stdout.write(fidelity.markdown(merged, modelled))
+            sys.stdout.write("\n## Simulators side by side\n\n" + sidebyside.markdown(merged, modelled, columns))
             return 0
         if args.command == "build":
             from trapline.context import RunContext

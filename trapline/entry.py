@@ -15,7 +15,7 @@ from typing import Any
 # judged by analysis.judge; always present
 _JUDGED = ("metric", "unit", "claimed", "reproduced", "status", "note", "figures", "checks", "groups", "warnings")
 # read by the report from the entry only; summary.json keeps the keys it had without them
-REPORT_ONLY = ("platform_meaning", "times_are_real", "plot", "source")
+REPORT_ONLY = ("platform_meaning", "times_are_real", "plot", "source", "counts_prefix", "known_differences")
 
 
 @dataclass
@@ -47,6 +47,12 @@ class Entry:
     seconds: float = 0.0
     binaries: dict[str, str] = field(default_factory=dict)
     platform_facts: dict[str, Any] = field(default_factory=dict)
+    # the prefix of the platform's own counts (its name: model_l1d_misses) when its sample
+    # groups carry counts_per_op {suffix: count per operation} (analysis.counts_per_op)
+    counts_prefix: str | None = None
+    # the lane's known_differences: {count suffix: why this simulator's count differs from
+    # another's for the same kernel and machine} (report/sidebyside.py)
+    known_differences: dict[str, str] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)   # keys this version does not know, kept as read
 
     @property
@@ -93,6 +99,12 @@ def provenance_note(catalogue: str, facts: dict) -> str:
     return "".join(" " + w.format(", ".join(facts[k])) for k, w in words if facts.get(k))
 
 
+def counts_prefix(plat_cls) -> str | None:
+    """The prefix of a platform's own counts (Platform.counters: <name>_...): its name; None
+    for a platform without counters (or a name no platform module has)."""
+    return plat_cls.name if getattr(plat_cls, "counters", ()) else None
+
+
 def build(exp, platform: str, judged: dict, plat_cls=None, prun=None) -> Entry:
     """The entry for `exp` on `platform` from analysis.judge's result, the platform class
     (None for a name no platform module has) and its PlatformRun (None when nothing ran)."""
@@ -103,7 +115,8 @@ def build(exp, platform: str, judged: dict, plat_cls=None, prun=None) -> Entry:
               platform_label=getattr(plat_cls, "label", platform),
               platform_meaning=getattr(plat_cls, "meaning", "not available yet"),
               times_are_real=getattr(plat_cls, "times", "real") != "emulation",
-              plot=dict(spec.get("plot", {})), source=source_of(exp))
+              plot=dict(spec.get("plot", {})), source=source_of(exp),
+              counts_prefix=judged.get("counts_prefix"), known_differences=dict(spec.get("known_differences", {})))
     times = getattr(plat_cls, "times", None)
     e.rests_on = {"real": "measurement", "emulation": "functional count"}.get(times)
     if prun is not None:

@@ -129,11 +129,7 @@ def _semantic_checks(exp_id: str, path: Path, data: dict) -> list[str]:
             errs.append(f"{at}: needs 'runs' (or 'not_applicable' with a reason)")
             continue
         errs += plat.lane_problems(at, p)
-        for k in p.get("known_differences", {}):
-            problem = plat.counter_problem(f"{pname}_{k}") if plat.counters else \
-                f"the {plat.label} reports no counts of its own"
-            if problem:
-                errs.append(f"{at}.known_differences.{k}: a count suffix of this platform's counts; {problem}")
+        errs += _known_differences_problems(f"{at}.known_differences", plat, p.get("known_differences"))
         if "headline" not in p:
             errs.append(f"{at}: needs a 'headline' metric")
         if "reproduced_if" not in p and "contrast" not in p:
@@ -163,6 +159,28 @@ def _semantic_checks(exp_id: str, path: Path, data: dict) -> list[str]:
                 if "count" in s and "stat" in s:
                     errs.append(f"{at}.{mname}.{sname}: a selector reads either a 'count' or a 'stat', not both")
                 errs += _counter_check(f"{at}.{mname}.{sname}.count", pname, s.get("count"))
+    return errs
+
+
+def _known_differences_problems(at: str, plat, known: dict | None) -> list[str]:
+    """A lane's known_differences: {suffix: why}, each suffix one of its platform's own counts
+    (Platform.counters, named without the platform's prefix) and each reason a sentence."""
+    if known is None:
+        return []
+    if not plat.counters:
+        from trapline import platforms
+        having = [n for n, c in platforms.all().items() if c.counters]
+        return [f"{at}: the {plat.label} reports no counts of its own, so it has no count to explain; "
+                f"known_differences belongs on a lane of a platform with counts: {', '.join(having)}"]
+    errs = []
+    head = plat.name + "_"
+    for suffix, why in known.items():
+        if plat.counter_problem(head + suffix):
+            valid = ", ".join(c[len(head):].replace("{}", "<k>") for c in plat.counters if c.startswith(head))
+            errs.append(f"{at}.{suffix}: '{suffix}' is not a count the {plat.label} reports (a count is named by "
+                        f"its suffix, without '{head}'); valid choices: {valid}")
+        elif not why.strip():
+            errs.append(f"{at}.{suffix}: needs a sentence saying why the simulators' {suffix} differ")
     return errs
 
 

@@ -87,7 +87,8 @@ def run_entry(exp, pname: str, reason: str | None, ctx: RunContext) -> tuple[dic
         judged = analysis.judge(spec, exp.headline, None, None)
     else:
         prun = plat.run(exp)
-        judged = analysis.judge(spec, exp.headline, prun.output, prun.error, prun.facts.get("contrast"))
+        judged = analysis.judge(spec, exp.headline, prun.output, prun.error, prun.facts.get("contrast"),
+                                counts_prefix=entries_mod.counts_prefix(type(plat)))
     entry = entries_mod.build(exp, pname, judged, type(plat), prun).to_dict()
     ctx.log(f"    {entry['status']}: {entry['metric']} = {analysis.fmt(entry['reproduced'])}"
             f" (claimed {analysis.fmt(entry['claimed'])})")

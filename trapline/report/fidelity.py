@@ -62,14 +62,18 @@ def _order(e: Entry) -> tuple[int, str]:
     return (int(digits) if digits else 10 ** 6, e.id)
 
 
+def is_modelled(e: Entry, modelled: set[str] | None) -> bool:
+    """Whether an entry's figures are modelled. modelled: the platforms whose figures are
+    (as the run's platforms said, report/sections.py); None: an entry whose rests_on is one
+    of MODELLED_BASES."""
+    return e.platform in modelled if modelled is not None else e.rests_on in MODELLED_BASES
+
+
 def rows(entries: list[Entry], modelled: set[str] | None = None) -> list[Row]:
     """The table's rows, in catalogue order: each modelled entry's headline, then its figures.
-    modelled: the platforms whose figures are modelled (as the run's platforms said,
-    report/sections.py); None: the entries whose rests_on is one of MODELLED_BASES."""
-    def is_modelled(e: Entry) -> bool:
-        return e.platform in modelled if modelled is not None else e.rests_on in MODELLED_BASES
+    modelled: as is_modelled takes it."""
     out = []
-    for e in sorted((e for e in entries if is_modelled(e)), key=_order):
+    for e in sorted((e for e in entries if is_modelled(e, modelled)), key=_order):
         c, m = _num(e.claimed), _num(e.reproduced)
         if c and m:
             out.append(Row(e.catalogue, e.id, e.platform, "headline", e.metric, e.unit, c, m, e.rests_on, e.status))
@@ -90,7 +94,8 @@ def summary(rs: list[Row]) -> dict:
         return {"n": len(sub), "median": statistics.median(r.log2 for r in sub), "worst": worst.log2,
                 "worst_row": f"{worst.id}: {worst.name}"}
     heads = [r for r in rs if r.kind == "headline"]
-    return {"all": stats(rs), "headlines": stats(heads), "timed": stats([r for r in rs if r.unit != "count"]),
+    return {"all": stats(rs), "platforms": {p: stats([r for r in rs if r.platform == p])
+                                            for p in dict.fromkeys(r.platform for r in rs)}, "headlines": stats(heads), "timed": stats([r for r in rs if r.unit != "count"]),
             "within_2x": sum(r.log2 <= WITHIN for r in rs),
             "fitted_headlines": sorted(r.id for r in heads if r.rests_on == "fitted"),
             "breaking_rule": [f"{r.id} [{r.platform}]" for r in heads if not r.keeps_rule]}
@@ -123,7 +128,8 @@ def summary_lines(s: dict) -> list[str]:
         return (f"{what}: {d['n']} row{'' if d['n'] == 1 else 's'}, median |log2| {d['median']:.2f} (x{2 ** d['median']:.2f}), "
                 f"worst {d['worst']:.2f} (x{2 ** d['worst']:.2f}, {d['worst_row']})")
     return [one("All figures", s["all"]), one("Headlines", s["headlines"]),
-            one("Times and ratios (without the counts: traps, calls or reads per operation)", s["timed"]),
+            one("Times and ratios (without the counts: traps, calls or reads per operation)", s["timed"])] + [
+            one(f"On {p}", d) for p, d in s.get("platforms", {}).items()] + [
             f"Within a factor of two: {s['within_2x']} of {s['all']['n']} rows.",
             "Fitted headlines: " + (", ".join(s["fitted_headlines"]) or "none") + ".",
             "Prediction headlines beyond 2x and not reported differs: " + (", ".join(s["breaking_rule"]) or "none")

@@ -8,12 +8,15 @@ import base64
 from html import escape as esc
 
 from trapline.report.plots import STATUS_COLOR
-from trapline.report.sections import Bullets, Cell, Image, Para, Pre, Report, Table
+from trapline.report.sections import Bullets, Cell, Image, Legend, Para, Pre, Report, Table
 
 STYLE = """body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;font-size:13px;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:top}
 td.status{color:#fff;font-weight:bold}td.status a{color:#fff}.small{font-size:12px;color:#444}img{max-width:100%}
-section{border-top:1px solid #ddd;margin-top:1.5em}"""
+section{border-top:1px solid #ddd;margin-top:1.5em}
+#claim-matrix td.status{white-space:nowrap;text-align:right}#claim-matrix td[title]{cursor:help}
+.legend span{display:inline-block;color:#fff;font-weight:bold;padding:1px 6px;margin-right:4px}
+.legend{font-size:12px;color:#444}details li{font-size:12px}"""
 
 
 def _cell(c: Cell, tag: str = "td") -> str:
@@ -22,9 +25,11 @@ def _cell(c: Cell, tag: str = "td") -> str:
         t = f'<a href="#{esc(c.link)}">{t}</a>'
     if c.strong:
         t = f"<b>{t}</b>"
+    title = f' title="{esc(c.title)}"' if c.title else ""
     if c.status:
-        return f'<{tag} class="status" data-status="{esc(c.status)}" style="background:{STATUS_COLOR[c.status]}">{t}</{tag}>'
-    return f"<{tag}>{t}</{tag}>"
+        return (f'<{tag} class="status" data-status="{esc(c.status)}"{title} '
+                f'style="background:{STATUS_COLOR[c.status]}">{t}</{tag}>')
+    return f"<{tag}{title}>{t}</{tag}>"
 
 
 def _block(b, images: dict[str, bytes]) -> str:
@@ -39,7 +44,11 @@ def _block(b, images: dict[str, bytes]) -> str:
             return f"<details><summary>{esc(b.caption)}</summary>{table}</details>"
         return (f"<p>{esc(b.caption)}</p>" if b.caption else "") + table
     if isinstance(b, Bullets):
-        return "<ul>" + "".join(f"<li>{_cell(c, 'span')}</li>" for c in b.items) + "</ul>"
+        items = "<ul>" + "".join(f"<li>{_cell(c, 'span')}</li>" for c in b.items) + "</ul>"
+        return f"<details><summary>{esc(b.fold)}</summary>{items}</details>" if b.fold else items
+    if isinstance(b, Legend):
+        return ('<p class="legend">' + " ".join(f'<span style="background:{STATUS_COLOR[s]}">{esc(s)}</span>'
+                                                f"{esc(m)}." for s, m in b.items) + "</p>")
     if isinstance(b, Image):
         return f'<img alt="{esc(b.alt)}" src="data:image/png;base64,{base64.b64encode(images[b.path]).decode()}">'
     if isinstance(b, Pre):

@@ -3,14 +3,16 @@ decisions here: what to show, in which order, is decided in sections.py."""
 
 from __future__ import annotations
 
-from trapline.report.sections import Bullets, Cell, Image, Para, Pre, Report, Table
+from trapline.report.sections import Bullets, Cell, Image, Legend, Para, Pre, Report, Table
 
 
 def _cell(c: Cell) -> str:
     t = c.text.replace("|", "\\|").replace("\n", " ")
     if c.link:
         t = f"[{t}](#{c.link})"
-    return f"**{t}**" if c.status or c.strong else t
+    t = f"**{t}**" if c.status or c.strong else t
+    # no colour here: a status cell names its status unless its text does
+    return f"{t} ({c.status})" if c.status and c.status not in c.text else t
 
 
 def _block(b) -> list[str]:
@@ -21,7 +23,9 @@ def _block(b) -> list[str]:
             "| " + " | ".join(h.replace("|", "\\|") for h in b.header) + " |",
             "|" + "---|" * len(b.header)] + ["| " + " | ".join(map(_cell, r)) + " |" for r in b.rows]
     if isinstance(b, Bullets):
-        return [f"- {_cell(c)}" for c in b.items]
+        return ([f"{b.fold}:", ""] if b.fold else []) + [f"- {_cell(c)}" for c in b.items]
+    if isinstance(b, Legend):
+        return ["Status: " + "; ".join(f"**{s}**: {m}" for s, m in b.items) + "."]
     if isinstance(b, Image):
         return [f"![{b.alt}]({b.path})"]
     if isinstance(b, Pre):

@@ -16,7 +16,7 @@ from trapline import analysis
 from trapline.entry import Entry
 
 STATUS_COLOR = {"reproduced": "#1a7f37", "differs": "#b35900", "not-applicable": "#57606a", "failed": "#cf222e"}
-_LABEL_SKIP = {"variant", "n", "ops_per_sample", "median_sample_ns"}
+_LABEL_SKIP = {"variant", "n", "ops_per_sample", "median_sample_ns", "counts_per_op"}
 _STAT_PREFIXES = ("median_", "min_", "max_", "q1_", "q3_", "iqr_")
 
 

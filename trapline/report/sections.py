@@ -2,9 +2,11 @@
 tables, bullet lists, images, preformatted text). Every layout decision is made here,
 once; report/markdown.py and report/html.py only spell the blocks out.
 
-Order: the claim matrix (one row per claim, one column per platform in the run), the
-overview plot, one section per experiment and platform (its note in full, its tables
-and plots), the manifest, how to cite.
+Order: the claim matrix (one row per claim, one column per platform in the run; compact
+cells: figure, ratio to the claim, status colour, the sentence on hover and below), the
+overview plot, the fidelity table, the simulators side by side (report/sidebyside.py),
+one section per experiment and platform (its note in full, its tables and plots), the
+manifest, how to cite.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import dataclass, field
 
 from trapline import analysis
 from trapline.entry import Entry
-from trapline.report import fidelity
+from trapline.report import fidelity, sidebyside
 from trapline.report.plots import group_label
 
 # a run made before the platforms wrote platform_report into its manifest: each
@@ -31,6 +33,7 @@ class Cell:
     status: str | None = None   # coloured by STATUS_COLOR
     link: str | None = None     # the anchor of a section
     strong: bool = False
+    title: str = ""             # the sentence behind a compact cell (a hover title where the format has one)
 
 
 @dataclass
@@ -51,6 +54,13 @@ class Table:
 @dataclass
 class Bullets:
     items: list[Cell]
+    fold: str = ""              # a caption: shown folded under it where the format can fold (HTML)
+
+
+@dataclass
+class Legend:
+    """What each status colour means: (status, meaning) pairs."""
+    items: list[tuple[str, str]]
 
 
 @dataclass
@@ -65,7 +75,7 @@ class Pre:
     lines: list[str]
 
 
-Block = Para | Table | Bullets | Image | Pre
+Block = Para | Table | Bullets | Image | Pre | Legend
 
 
 @dataclass
@@ -100,9 +110,10 @@ def anchor(e: Entry) -> str:
     return f"{e.id}-{e.platform}"
 
 
-def matrix_cell(e: Entry) -> Cell:
-    """The reproduced figure and its platform, its ratio to the claim, the status, and what the
-    platform made the figure measure where it changed that (a host that throttles split locks)."""
+def cell_sentence(e: Entry) -> str:
+    """A matrix cell in words: the reproduced figure and its platform (and what it rests on), its
+    ratio to the claim, the status, and what the platform made the figure measure where it
+    changed that (a host that throttles split locks)."""
     if e.reproduced is None:
         text = f"- [{e.label}]; {e.status}"
     else:
@@ -112,7 +123,18 @@ def matrix_cell(e: Entry) -> Cell:
         text = f"{unit(e.reproduced, e.unit)} [{e.label}{rests}]; {ratio}; {e.status}"
     if e.platform_facts.get("caveat"):  # the platform changed what the figure measures (the note says how)
         text += f": {e.platform_facts['caveat']}"
-    return Cell(text, status=e.status, link=anchor(e))
+    return text
+
+
+def matrix_cell(e: Entry) -> Cell:
+    """A compact cell: the reproduced figure and its ratio to the claim (x claim), coloured by
+    status (a cell with no figure: the status); the sentence and the entry's note on hover."""
+    if e.reproduced is None:
+        text = e.status
+    else:
+        text = unit(e.reproduced, e.unit) + (f" ({analysis.fmt(e.ratio_to_claim)} x claim)" if e.ratio_to_claim
+                                             else "")
+    return Cell(text, status=e.status, link=anchor(e), title=f"{cell_sentence(e)}. {e.note}")
 
 
 def platform_report(manifest: dict, entries: list[Entry]) -> dict[str, dict]:
@@ -163,13 +185,20 @@ def claim_matrix(entries: list[Entry], summary: dict, info: dict[str, dict] | No
     for first in sorted(firsts.values(), key=_catalogue_number):
         rows.append([Cell(first.catalogue), Cell(first.id, link=anchor(first))] +
                     [matrix_cell(by[first.id, p]) if (first.id, p) in by else Cell("-") for p in cols])
+    ordered = sorted(firsts.values(), key=_catalogue_number)
+    words = [Cell(f"{first.catalogue} {first.id} on {by[first.id, p].label}: {cell_sentence(by[first.id, p])}. "
+                  f"{by[first.id, p].note}", link=anchor(by[first.id, p]))
+             for first in ordered for p in cols if (first.id, p) in by]
     return Section("Claim matrix", "claim-matrix", [
         Table(["claim", "experiment"] + [labels[p] for p in cols], rows, id="claim-matrix"),
-        Para("Each cell: the reproduced headline [platform (what it rests on: a measurement, a functional "
-             "count, or the model's prediction, input - the claim's own figures are machine parameters - or "
-             "fitted - a parameter was fitted to this claim)]; reproduced / claimed; the status "
-             "(colour: " + ", ".join(analysis.STATUSES) + ")."),
+        Legend([(s, analysis.STATUS_MEANING[s]) for s in analysis.STATUSES]),
+        Para("Each cell: the reproduced headline, and reproduced / claimed (x claim) where the post gives a "
+             "figure, coloured by status. Hover a cell (or open the list below) for its sentence: the platform, "
+             "what the figure rests on (a measurement, a functional count, or the model's prediction, input - "
+             "the claim's own figures are machine parameters - or fitted - a parameter was fitted to this "
+             "claim), the status and the entry's note (its criterion or reason).", small=True),
         Bullets([Cell(f"{labels[p]}: {meanings[p]}" if meanings[p] else labels[p]) for p in cols]),
+        Bullets(words, fold="Each cell in words"),
         Para("Counts: " + ", ".join(f"{n} {s}" for s, n in summary["counts"].items())),
     ])
 
@@ -269,6 +298,37 @@ def fidelity_section(entries: list[Entry], info: dict[str, dict] | None = None) 
         Table(fidelity.HEADER, [[Cell(c) for c in row] for row in fidelity.table_cells(rs)], id="fidelity")])
 
 
+def sidebyside_sections(entries: list[Entry], info: dict[str, dict] | None = None) -> list[Section]:
+    """The simulators side by side (report/sidebyside.py): an introduction, then one section per
+    experiment that two or more modelled platforms ran; none when no experiment did."""
+    cs = sidebyside.compare(entries, modelled(info or {}) if info else None, platforms_in(entries, info))
+    if not cs:
+        return []
+    out = [Section("Simulators side by side", "side-by-side", [
+        Para(sidebyside.EXPLAIN, small=True),
+        Bullets([Cell(f"{c.catalogue} {c.id}: {' beside '.join(c.labels)}: {sidebyside.summary_line(c)}",
+                      link=f"side-by-side-{c.id}", strong=any(not r.reasons for r in c.differing()))
+                 for c in cs])])]
+    for c in cs:
+        b: list[Block] = [Table(sidebyside.figure_header(c), [[Cell(x) for x in row]
+                                                             for row in sidebyside.figure_cells(c)])]
+        if c.counts:
+            b.append(Para(sidebyside.summary_line(c)))
+            n = len(c.labels)
+            b.append(Table(sidebyside.count_header(c),
+                           [[Cell(x, strong=differs and i >= 2 + n) for i, x in enumerate(row)]
+                            for row, differs in sidebyside.count_cells(c)],
+                           caption=f"Counts per operation ({len(c.counts)} rows; beyond "
+                                   f"{sidebyside.LIMIT:.0%} in bold)", fold=True))
+        lines = sidebyside.difference_lines(c)
+        if lines:
+            b.append(Bullets([Cell(line, strong=flagged) for line, flagged in lines]))
+        if c.notes:
+            b.append(Bullets([Cell(n) for n in c.notes]))
+        out.append(Section(f"{c.catalogue} {c.id}: {' beside '.join(c.labels)}", f"side-by-side-{c.id}", b))
+    return out
+
+
 def build(summary: dict, manifest: dict, manifest_sha256: str, entries: list[Entry], plots: set[str]) -> Report:
     """The whole report, from the run directory's contents and the plots drawn."""
     sets = "".join(f" --set {k}={v}" for k, v in summary.get("sets", {}).items())
@@ -282,6 +342,6 @@ def build(summary: dict, manifest: dict, manifest_sha256: str, entries: list[Ent
     fid = fidelity_section(entries, info)
     return Report(f"trapline report: {summary['run_id']}", subtitle,
                   [claim_matrix(entries, summary, info), Section("Overview", "overview", overview)]
-                  + ([fid] if fid else [])
+                  + ([fid] if fid else []) + sidebyside_sections(entries, info)
                   + [experiment_section(e, plots) for e in entries]
                   + manifest_sections(manifest, manifest_sha256, entries))
