@@ -259,8 +259,12 @@ class ModelPlatform(Platform):
         ctx.use("model-machines", self.ctx.machine_name or spec.get("machine"))
         return self.lane(exp).run(exp, m, t0)
 
-    def simulate(self, arch: str, machine: machines.Machine, argv: list[str]) -> tuple[dict, str, str, int | None]:
-        return simulate(arch, built_plugin(self.ctx), machine, argv)
+    simulates = ("user", "guest")
+
+    def simulate(self, machine: machines.Machine, program, argv: list[str], mode: str, timeout: float):
+        from trapline.platforms.model import simulated
+        run = simulated.guest_run if mode == "guest" else simulated.user
+        return run(self, machine, argv, program, timeout)
 
 def guest_plugin_args(m: machines.Machine, image: images.Image) -> list[str]:
     """The machine's plugin options for a whole guest: only the regions are
