@@ -153,3 +153,54 @@ def compare_table(runs: list[dict]) -> str:
 
 def dumps(obj) -> str:
     return json.dumps(obj, indent=2) + "\n"
+
+
+def schema() -> dict:
+    """The stats' JSON schema (trapline/schema/simulate.schema.json is this, written by
+    `python -m trapline.simstats --write-schema`; a test keeps the two equal)."""
+    count = {"type": "integer", "minimum": 0}
+    figs = {k: ({"type": "number", "minimum": 0, "description": d} if k == "seconds" else {**count, "description": d})
+            for k, d in SCALARS}
+    figs.update({k: {"type": "object", "description": d, "additionalProperties": count} for k, d in MAPS})
+    block = {"type": "object", "additionalProperties": False, "properties": figs}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "trapline simulate stats",
+        "description": "What `./run.sh simulate` prints as JSON for one platform's run of a program "
+                       "(trapline/simstats.py). A figure the platform does not have is absent, never 0.",
+        "type": "object",
+        "required": ["tool", "format", "platform", "platform_label", "mode", "machine", "sets", "arch", "program",
+                     "program_sha256", "exit_status", "time_kind", "total", "regions", "rests_on", "stats"],
+        "properties": {
+            "tool": {"const": "trapline-simulate"},
+            "format": {"const": FORMAT},
+            "platform": {"type": "string", "description": "the platform's name (--platform)"},
+            "platform_label": {"type": "string", "description": "how its figures are labelled"},
+            "mode": {"type": "string", "description": "user (no kernel), guest (under Linux), se (gem5 syscall "
+                                                      "emulation) or native (the host)"},
+            "machine": {"type": "string"},
+            "sets": {"type": "array", "items": {"type": "string"}, "description": "--set machine fields"},
+            "arch": {"type": "string"},
+            "program": {"type": "array", "minItems": 1, "items": {"type": "string"}},
+            "program_sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+            "exit_status": {"type": ["integer", "null"], "description": "null: it did not exit by itself"},
+            "time_kind": {"enum": list(TIME_KINDS), "description": "what total.seconds is"},
+            "total": {**block, "description": "the whole run (guest mode: the marked regions together)"},
+            "regions": {"type": "array", "items": block,
+                        "description": "one per TL_ROI_BEGIN/END pair of kernels/common/trapline.h"},
+            "rests_on": {"type": "object", "additionalProperties": {"enum": list(REST)},
+                         "propertyNames": {"enum": [k for k, _ in SCALARS + MAPS]},
+                         "description": "for each figure present: what it rests on"},
+            "stats": {"description": "the platform's own statistics, as it wrote them"},
+        },
+    }
+
+
+if __name__ == "__main__":
+    import sys
+    from pathlib import Path
+    text = json.dumps(schema(), indent=2) + "\n"
+    if sys.argv[1:] == ["--write-schema"]:
+        Path(__file__).with_name("schema").joinpath("simulate.schema.json").write_text(text)
+    else:
+        sys.stdout.write(text)
