@@ -263,8 +263,10 @@ class ModelPlatform(Platform):
 
     def simulate(self, machine: machines.Machine, program, argv: list[str], mode: str, timeout: float):
         from trapline.platforms.model import simulated
-        run = simulated.guest_run if mode == "guest" else simulated.user
-        return run(self, machine, argv, program, timeout)
+        if mode == "guest":
+            return simulated.guest_run(self, machine, argv, program, timeout, guest_plugin_args)
+        raw, so, se, status = simulate(machine.arch, built_plugin(self.ctx), machine, argv, timeout)
+        return simulated.user_run(type(self), machine, program, argv, raw, so, se, status, timeout)
 
 def guest_plugin_args(m: machines.Machine, image: images.Image) -> list[str]:
     """The machine's plugin options for a whole guest: only the regions are

@@ -75,19 +75,18 @@ def _sum(regions: list[dict]) -> dict:
     return out
 
 
-def user(platform, machine, argv: list[str], program, timeout: float) -> simstats.Run:
-    """The program in QEMU user mode under the model."""
-    from trapline.platforms.model import simulate
-    raw, so, se, status = simulate(machine.arch, built_plugin(platform.ctx), machine, argv, timeout)
+def user_run(platform, machine, program, argv: list[str], raw: dict, so: str, se: str, status: int | None,
+             timeout: float) -> simstats.Run:
+    """A QEMU user-mode run's (ModelPlatform.simulate) stats and output as a Run."""
     err = None
     if status is None:
         err = f"the program did not end within {timeout:g} s and was killed; its last output:\n{tail(so + se)}"
-    return simstats.Run(common(type(platform), machine, program, argv, "user", raw, status), so, se, err)
+    return simstats.Run(common(platform, machine, program, argv, "user", raw, status), so, se, err)
 
 
-def guest_run(platform, machine, argv: list[str], program, timeout: float) -> simstats.Run:
-    """The program under Linux in the arch's guest, with the model."""
-    from trapline.platforms.model import guest_plugin_args
+def guest_run(platform, machine, argv: list[str], program, timeout: float, guest_plugin_args) -> simstats.Run:
+    """The program under Linux in the arch's guest, with the model (guest_plugin_args: the
+    guest lane's plugin options, trapline.platforms.model)."""
     ctx = platform.ctx
     a = arch_table.get(machine.arch)
     image = ctx.image(machine.arch)
