@@ -150,3 +150,72 @@ def test_gem5_result_in_the_common_format(prog, gem5_binary):
     # an ordinary build (markers are no-ops in gem5): one region, the whole run
     assert s["regions"] == [] and s["total"]["instructions"] > 2 * 4096 and s["total"]["seconds"] > 0
     assert s["rests_on"]["seconds"] == "prediction"
+
+
+# ------------------------------------------------- in the guest (the x86_64 pc: two NUMA nodes)
+
+MBIND_C = r"""
+/* one region per node: a buffer bound to node 1 read once, then one bound to node 0 */
+#include "trapline.h"
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#define SIZE (4UL << 20)
+int main(int argc, char **argv)
+{
+	long s = 0;
+	for (int node = 1; node >= 0; node--) {
+		volatile char *p = mmap(0, SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		unsigned long mask = 1UL << node;
+		if (syscall(SYS_mbind, p, SIZE, 2 /* MPOL_BIND */, &mask, 8 * sizeof mask, 0) != 0) {
+			perror("mbind");
+			return 1;
+		}
+		for (unsigned long i = 0; i < SIZE; i += 4096)
+			p[i] = 1;
+		TL_ROI_BEGIN();
+		for (unsigned long i = 0; i < SIZE; i += 64)
+			s += p[i];
+		TL_ROI_END();
+	}
+	printf("pages %ld\n", s);
+	if (argc > 1)
+		for (;;)
+			TL_USE(s);
+	return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def mbind_prog(tmp_path_factory):
+    d = tmp_path_factory.mktemp("mbind")
+    (d / "mbind.c").write_text(MBIND_C)
+    subprocess.run(["gcc", "-O1", "-static", "-I", str(ROOT / "kernels" / "common"), "-o", str(d / "mbind"),
+                    str(d / "mbind.c")], check=True)
+    return d / "mbind"
+
+
+def test_model_guest_reports_reads_by_node(mbind_prog):
+    r = trapline("simulate", *SERVER, "--guest", "--", str(mbind_prog), timeout=1200)
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = valid(json.loads(r.stdout))
+    assert s["mode"] == "guest" and s["exit_status"] == 0 and "pages 2048" in r.stderr
+    assert len(s["regions"]) == 2
+    lines = (4 << 20) // 64
+    on1, on0 = (g["memory_reads_by_node"] for g in s["regions"])
+    # each region's reads reach the node its buffer was bound to (the first touch was outside the regions)
+    assert on1.get("1", 0) > 0.9 * lines and on1.get("0", 0) < 0.1 * lines, on1
+    assert on0.get("0", 0) > 0.9 * lines and on0.get("1", 0) < 0.1 * lines, on0
+
+
+def test_qemu_guest_runs_it_and_a_hung_one_is_killed(mbind_prog):
+    r = trapline("simulate", *SERVER, "--platform", "qemu", "--", str(mbind_prog), timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = valid(json.loads(r.stdout))
+    assert s["mode"] == "guest" and s["time_kind"] == "emulation" and s["exit_status"] == 0
+    assert s["rests_on"] == {"seconds": "emulation"} and "pages 2048" in r.stderr
+    r = trapline("simulate", *SERVER, "--platform", "qemu", "--timeout", "5", "--", str(mbind_prog), "spin",
+                 timeout=900)
+    assert r.returncode == 1 and "did not end within 5 s" in r.stderr and "console tail" in r.stderr, r.stderr[-3000:]
+    assert valid(json.loads(r.stdout))["exit_status"] is None

@@ -77,6 +77,20 @@ def stats(platform, machine, program, argv: list[str], mode: str, exit_status: i
             "stats": raw}
 
 
+def program_counts(output: str) -> dict[str, int]:
+    """The counts a program printed itself as trapline.h's `TL ... kind=count name=N value=V`
+    lines (the kernels' fixup, trap and page counts, read from /proc in a guest):
+    name -> value ('name.variant' when a name repeats)."""
+    from trapline import kernelio
+    recs = [c for c in kernelio.parse(output).counts if str(c.get("value", "")).lstrip("-").isdigit()]
+    names = [c.get("name") for c in recs]
+    out = {}
+    for c in recs:
+        key = c["name"] if names.count(c["name"]) == 1 else f"{c['name']}.{c.get('variant', len(out))}"
+        out[key] = int(c["value"])
+    return out
+
+
 def _fmt(v) -> str:
     if v is None:
         return "-"
@@ -115,6 +129,10 @@ def table(s: dict) -> str:
         for k, v in rows:
             rest = s["rests_on"].get(k.split(".")[0], "")
             lines.append(f"  {k:<{w}}  {_fmt(v):>16}  {rest}")
+    if s.get("program_counts"):
+        lines.append("\ncounts the program printed (TL kind=count):")
+        w = max(map(len, s["program_counts"]))
+        lines += [f"  {k:<{w}}  {_fmt(v):>16}" for k, v in s["program_counts"].items()]
     return "\n".join(lines) + "\n"
 
 
@@ -192,6 +210,9 @@ def schema() -> dict:
                          "propertyNames": {"enum": [k for k, _ in SCALARS + MAPS]},
                          "description": "for each figure present: what it rests on"},
             "stats": {"description": "the platform's own statistics, as it wrote them"},
+            "program_counts": {"type": "object", "additionalProperties": {"type": "integer"},
+                               "description": "counts the program printed itself (TL kind=count lines of "
+                                              "kernels/common/trapline.h), e.g. a kernel's fixups read in the guest"},
         },
     }
 

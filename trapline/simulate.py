@@ -78,6 +78,7 @@ def main(args) -> int:
         if r.error:
             print(f"trapline: failed: {cls.name}: {r.error}", file=sys.stderr)
         failed |= bool(r.error) or r.stats["exit_status"] != 0
+        r.stats["program_counts"] = simstats.program_counts(r.stdout)
         runs.append(r.stats)
     if len(runs) == 1:
         sys.stdout.write(simstats.dumps(runs[0]) if fmt == "json" else simstats.table(runs[0]))
