@@ -155,8 +155,10 @@ def test_gem5_result_in_the_common_format(prog, gem5_binary):
 # ------------------------------------------------- in the guest (the x86_64 pc: two NUMA nodes)
 
 MBIND_C = r"""
-/* one region per node: a buffer bound to node 1 read once, then one bound to node 0 */
+/* one region per node: a buffer bound to node 1 read once, then one bound to node 0, from
+ * CPU 0 (node 0; pinned, as the lanes' kernels pin themselves: a region is one vCPU's) */
 #include "trapline.h"
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -164,6 +166,13 @@ MBIND_C = r"""
 int main(int argc, char **argv)
 {
 	long s = 0;
+	cpu_set_t cpus;
+	CPU_ZERO(&cpus);
+	CPU_SET(0, &cpus);
+	if (sched_setaffinity(0, sizeof cpus, &cpus) != 0) {
+		perror("sched_setaffinity");
+		return 1;
+	}
 	for (int node = 1; node >= 0; node--) {
 		volatile char *p = mmap(0, SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		unsigned long mask = 1UL << node;

@@ -51,6 +51,7 @@ class QemuPlatform(Platform):
         wall = run.stats.get("guest_emulation_seconds", {}).get("wall")
         if wall is not None:
             run.stats["total"] = simstats.figures(seconds=wall)
+            run.stats["rests_on"] = {"seconds": simstats.EMULATION}
         return run
 
     def describe(self) -> dict:
