@@ -39,7 +39,7 @@ def _platforms(args) -> list[str]:
 
 def prepare(args) -> tuple:
     """Everything checked, nothing run: (machine, program, argv, [(platform class, mode)])."""
-    from trapline import guest, platforms
+    from trapline import platforms
     if args.arch:
         arch_table.get(args.arch)
     sets = [f"{k}={v}" for k, v in args.sets.items()]
@@ -61,6 +61,7 @@ def prepare(args) -> tuple:
     p = programs.check(prog[0], m.arch)
     argv = [p.path, *prog[1:]]
     if any(mode == GUEST for _, mode in chosen):
+        from trapline import guest
         guest.program_command(p.path, argv[1:])  # arguments the guest's init can take, checked first
     return m, p, argv, chosen
 
