@@ -228,3 +228,38 @@ def test_qemu_guest_runs_it_and_a_hung_one_is_killed(mbind_prog):
                  timeout=900)
     assert r.returncode == 1 and "did not end within 5 s" in r.stderr and "console tail" in r.stderr, r.stderr[-3000:]
     assert valid(json.loads(r.stdout))["exit_status"] is None
+
+
+GEM5_STANDIN = '''
+from trapline.platforms.base import Platform
+
+
+class Gem5Standin(Platform):
+    """gem5 SE mode through trapline.gem5.simulated, as the gem5 platform's simulate() calls it."""
+    name = "gem5standin"
+    label = "gem5 (stand-in)"
+    times = "predicted"
+    column = 90
+    simulates = ("se",)
+
+    def run(self, exp):
+        raise NotImplementedError
+
+    def simulate(self, machine, program, argv, mode, timeout):
+        from trapline.gem5 import simulated
+        return simulated.simulate(type(self), machine, program, argv, timeout, cpu="timing")
+'''
+
+
+def test_compare_model_and_gem5(prog, gem5_binary, tmp_path):
+    (tmp_path / "gem5standin.py").write_text(GEM5_STANDIN)
+    env = {"TRAPLINE_PLATFORMS": str(tmp_path), "GEM5": str(gem5_binary)}
+    r = trapline("simulate", *SERVER, "--compare", "model,gem5standin", "--", str(prog), env=env, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout)
+    model, gem5 = (valid(s) for s in out["runs"])
+    assert gem5["mode"] == "se" and gem5["time_kind"] == "simulated"
+    rows = {row["figure"]: row for row in out["compare"]["rows"]}
+    # the same program: instruction counts within 10% (startup code differs a little), both nonzero
+    assert rows["instructions"]["ratios"][0] == pytest.approx(1.0, abs=0.1)
+    assert rows["cycles"]["values"][0] > 0 and rows["cycles"]["values"][1] > 0
