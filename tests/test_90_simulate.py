@@ -125,6 +125,7 @@ def test_bad_input_is_one_line_before_anything_runs(prog, tmp_path):
         (["--arch", "sparc64", "--", str(prog)], ["x86_64", "sparc64"]),
         (["--format", "xml", "--", str(prog)], ["--format", "xml"]),
         (["--guest", "--", str(prog), "a b"], ["a b", "guest"]),
+        (["--platform", "host", "--set", "caches.l1d.size=16kB", "--", str(prog)], ["--set", "host", "--platform model"]),
     ]
     for argv, words in cases:
         r = trapline("simulate", *SERVER, *argv, timeout=120)

@@ -54,6 +54,9 @@ def prepare(args) -> tuple:
         if why:
             able = [n for n, c in platforms.all().items() if c.simulates]
             raise UsageError(f"simulate --platform {name}: {why}; platforms that run a program: {', '.join(able)}")
+        if sets and not cls.takes_machine:
+            raise UsageError(f"simulate --set: platform '{name}' does not model a machine, so machine fields do not "
+                             f"apply to it; they apply to {platforms.machine_options()}")
         chosen.append((cls, mode))
     prog = list(args.program[1:] if args.program[:1] == ["--"] else args.program)
     if not prog:
