@@ -261,6 +261,19 @@ class ModelPlatform(Platform):
 
     simulates = ("user", "guest")
 
+    @classmethod
+    def simulate_problem(cls, machine: machines.Machine, mode: str) -> str | None:
+        why = super().simulate_problem(machine, mode)
+        if why or mode != "guest":
+            return why
+        if os.environ.get("TRAPLINE_MEM"):
+            return "the model's guest maps guest-physical memory to NUMA nodes with the default guest memory; unset TRAPLINE_MEM"
+        nodes, lat = len(arch_table.get(machine.arch).numa.node_bytes), machine.numa_cycles()
+        if lat and len(lat) != nodes:
+            return (f"machine '{machine.name}' has {len(lat)} NUMA nodes but the {machine.arch} guest has {nodes} "
+                    f"(--set the numa group)")
+        return None
+
     def simulate(self, machine: machines.Machine, program, argv: list[str], mode: str, timeout: float):
         from trapline.platforms.model import simulated
         if mode == "guest":

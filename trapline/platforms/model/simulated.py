@@ -96,7 +96,7 @@ def guest_run(platform, machine, argv: list[str], program, timeout: float, guest
         cmd = guest.program_command(path, argv[1:])
         out = Path(tmp) / "stats.json"
         opts = [str(built_plugin(ctx)), f"arch={machine.arch}", f"out={out}"] + guest_plugin_args(machine, image)
-        if machine.numa_cycles() and len(machine.numa_cycles()) == len(layout.node_bytes):
+        if machine.numa_cycles():  # as many nodes as the guest's (ModelPlatform.simulate_problem)
             opts += [f"numa_mem={':'.join(str(b) for b in layout.node_bytes)}",
                      f"numa_cpus={':'.join(str(c) for c in layout.cpu_nodes)}"]
         b = guest.boot(img, [cmd], timeout + GUEST_BOOT_S, per_command_timeout=timeout, log=ctx.log,
