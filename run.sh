@@ -31,7 +31,7 @@ APT_PACKAGES=(make gcc libc6-dev binutils git
               qemu-user python3 python3-venv python3-dev
               linux-source-6.1 bison flex bc libelf-dev libssl-dev cpio xz-utils perl rsync
               qemu-system-sparc qemu-system-arm qemu-system-x86
-              dpkg-dev valgrind
+              dpkg-dev valgrind linux-perf
               libpython3.11 libprotobuf32 libhdf5-103-1 libhdf5-cpp-103-1 libpng16-16 libtcmalloc-minimal4
               libcurl4 zlib1g
               chromium)  # the report test renders report.html in headless chromium (tests/test_42)

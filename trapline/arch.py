@@ -75,6 +75,8 @@ class Arch:
     # with images/qemu-pagesize.c preloaded (QEMU issue 1456, explained there)
     snapshot_host_page: int = 0
     gem5_isa: str = ""
+    # its programs' ELF header: (EI_CLASS: 1 32-bit, 2 64-bit; e_machine), trapline/program.py
+    elf: tuple[int, int] = (0, 0)
 
     @property
     def cc(self) -> str:
@@ -145,7 +147,7 @@ class Arch:
 ICOUNT = ("-icount", "shift=0,sleep=off,align=off", "-rtc", "base=2000-01-01T00:00:00,clock=vm")
 
 ARCHES: dict[str, Arch] = {a.name: a for a in (
-    Arch("x86_64", cross="", cflags="", gcc_package="gcc", qemu_user="qemu-x86_64", sysroot=None,
+    Arch("x86_64", elf=(2, 62), cross="", cflags="", gcc_package="gcc", qemu_user="qemu-x86_64", sysroot=None,
          sysroot_libs=("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64"),
          qemu_system="qemu-system-x86_64", machine="pc", machine_label="QEMU pc, 2 vCPUs in 2 NUMA nodes (TCG)",
          mem_mib=512, mem_fixed=False, console="ttyS0", powers_off=True,
@@ -153,7 +155,7 @@ ARCHES: dict[str, Arch] = {a.name: a for a in (
          # two vCPUs, one per node, each node half the RAM (QEMU exports it in ACPI SRAT/SLIT);
          # TCG runs -cpu max: every feature QEMU emulates
          numa=Numa((256, 256), (0, 1)), cpu="max", gem5_isa="X86"),
-    Arch("sparc64", cross="sparc64-linux-gnu-", cflags="-mcpu=ultrasparc", gcc_package="gcc-sparc64-linux-gnu",
+    Arch("sparc64", elf=(2, 43), cross="sparc64-linux-gnu-", cflags="-mcpu=ultrasparc", gcc_package="gcc-sparc64-linux-gnu",
          qemu_user="qemu-sparc64", sysroot="/usr/sparc64-linux-gnu",
          sysroot_libs=("/usr/sparc64-linux-gnu/lib", "/usr/sparc64-linux-gnu/lib64"),
          qemu_system="qemu-system-sparc64", machine="sun4u", machine_label="QEMU sun4u (UltraSPARC IIi, OpenBIOS)",
@@ -166,7 +168,7 @@ ARCHES: dict[str, Arch] = {a.name: a for a in (
          numa=Numa((256,), (0,)), icount=ICOUNT, gem5_isa="SPARC", snapshot_host_page=8192),
     # The ARM1176JZF-S is ARMv6 (no Thumb-2); -marm keeps every kernel in ARM state so
     # LDRD/LDM/LDR are the instructions the Raspberry Pi 1 ran.
-    Arch("armv6", cross="arm-linux-gnueabi-", cflags="-march=armv6 -marm", gcc_package="gcc-arm-linux-gnueabi",
+    Arch("armv6", elf=(1, 40), cross="arm-linux-gnueabi-", cflags="-march=armv6 -marm", gcc_package="gcc-arm-linux-gnueabi",
          qemu_user="qemu-arm", sysroot="/usr/arm-linux-gnueabi", sysroot_libs=("/usr/arm-linux-gnueabi/lib",),
          qemu_system="qemu-system-arm", machine="raspi0", machine_label="QEMU raspi0 (ARM1176JZF-S)",
          mem_mib=512, mem_fixed=True, console="ttyAMA0", powers_off=False,

@@ -9,8 +9,9 @@
     build [--arch A ...]                   build the kernels (cached)
     images [--arch A ...] [--builder B] [--buildroot DIR]
                                            build the guest images (cached; B: debian or buildroot)
-    simulate --machine M [--platform P] [--set k=v ...] --arch A -- PROGRAM [ARGS]
-                                           run any static program under the timing model
+    simulate --machine M [--platform P | --compare P1,P2] [--guest] [--set k=v ...] [--timeout S]
+             [--format table|json] -- PROGRAM [ARGS]
+                                           a static program of yours on a platform, in one stats format
     sensitivity ID [--param PATH ...] [--factors 0.5,2] [--quick]
                                            the modelled headline against scaled machine parameters
     sweep ID [--platform P] --set k=v1,v2 [--set k2=...] [--quick] [--machine M]
@@ -153,11 +154,17 @@ def parser() -> argparse.ArgumentParser:
                                                      f"(default {imagebuilders.DEFAULT}; docs/images.md)")
     im.add_argument("--buildroot", metavar="DIR", help="--builder buildroot: Buildroot's tree, or its release tarball "
                                                         "(default: $BUILDROOT)")
-    sm = sub.add_parser("simulate", help="run a static program of yours under the timing model, print its stats JSON")
-    sm.add_argument("--machine", required=True, help="a machine name (gem5_configs/machines/) or a YAML file")
-    sm.add_argument("--platform", help="a platform that takes a machine (default: the first, the timing model)")
-    sm.add_argument("--arch", required=True, help=f"one of {', '.join(arch.ARCHES)}")
+    sm = sub.add_parser("simulate", help="run a static program of yours on a platform with a machine, print its "
+                                         "stats (trapline/simulate.py)")
+    sm.add_argument("--machine", required=True, help="a machine name (gem5_configs/machines/) or a YAML file; "
+                                                     "the program's arch is the machine's")
+    sm.add_argument("--platform", help="where it runs (default: the timing model); --compare for several")
+    sm.add_argument("--compare", metavar="P1,P2", help="run it on each platform and print them side by side")
+    sm.add_argument("--guest", action="store_true", help="under Linux in the arch's guest (the kernel's traps run)")
+    sm.add_argument("--arch", help=f"one of {', '.join(arch.ARCHES)} (optional: must be the machine's)")
     sm.add_argument("--set", action="append", metavar="PATH=VALUE", help="override a machine field, e.g. caches.l1d.size=16kB")
+    sm.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="kill the program after this long (default 900)")
+    sm.add_argument("--format", choices=("table", "json"), help="default: table on a terminal, json when piped")
     sm.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS]")
     g = sub.add_parser("gem5", help="write a machine description as JSON for gem5_configs/run_se.py (docs/gem5.md)")
     g.add_argument("--machine", required=True, help="a machine name (gem5_configs/machines/) or a YAML file")
@@ -224,27 +231,6 @@ def cmd_report(run_id: str | None) -> int:
         results.atomic_write(path / name, data)
     print(path / "report.html")
     return 0
-
-
-def _program(name: str) -> str:
-    """simulate's program: an existing, executable ELF file (a bare name is looked up on PATH)."""
-    import os
-    import shutil
-    path = name if "/" in name else (shutil.which(name) or name)
-    if not os.path.exists(path):
-        raise UsageError(f"simulate: program '{name}' does not exist")
-    if os.path.isdir(path):
-        raise UsageError(f"simulate: program '{name}' is a directory; give a static executable")
-    try:
-        with open(path, "rb") as f:
-            magic = f.read(4)
-    except OSError as e:
-        raise UsageError(f"simulate: program '{name}' cannot be read ({e.strerror})") from None
-    if magic != b"\x7fELF":
-        raise UsageError(f"simulate: program '{name}' is not an ELF executable (a static binary for --arch is needed)")
-    if not os.access(path, os.X_OK):
-        raise UsageError(f"simulate: program '{name}' is not executable (chmod +x it)")
-    return path
 
 
 def _terminate(signum, frame):
@@ -320,28 +306,9 @@ def main(argv: list[str] | None = None) -> int:
                       f"initramfs {img.initrd} (sha256 {img.facts.get('INITRD_SHA256', '?')[:16]})")
             return 0
         if args.command == "simulate":
-            from trapline import machine as machines
-            from trapline import platforms
-            from trapline.context import RunContext
-            takers = platforms.machine_platforms()
-            name = args.platform or takers[0]
-            if name not in takers:
-                raise UsageError(f"simulate --platform takes a platform that takes a machine; valid choices: "
-                                 f"{', '.join(takers)}")
-            plat = platforms.get(name, RunContext.make())
-            prog = args.program[1:] if args.program[:1] == ["--"] else args.program
-            if not prog:
-                raise UsageError("simulate needs a program after --: simulate --machine M --arch A -- PROGRAM [ARGS]")
-            arch.get(args.arch)
-            prog[0] = _program(prog[0])
-            m = machines.load(args.machine, sets=[f"{k}={v}" for k, v in _sets(args.set).items()])
-            if m.arch != args.arch:
-                raise UsageError(f"machine '{m.name}' describes a {m.arch} machine, not {args.arch}")
-            stats, out, err, status = plat.simulate(args.arch, m, prog)
-            sys.stderr.write(out + err)
-            print(json.dumps({"machine": m.name, "sets": list(m.sets), "program": prog, "exit_status": status,
-                              "stats": stats}, indent=2))
-            return 0 if status == 0 else 1
+            from trapline import simulate
+            args.sets = _sets(args.set)
+            return simulate.main(args)
         if args.command == "sensitivity":
             from trapline import sensitivity
             from trapline.context import Progress

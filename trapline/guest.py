@@ -561,3 +561,68 @@ def boot_from_snapshot(image: Image, commands: list[str], timeout: float, per_co
         drop_snapshot(snap)
         return cold(why)
     return cold("; ".join(notes) or "no snapshot")
+
+
+# ---------------------------------------------------------------------------
+# A user's program in a guest (./run.sh simulate --guest, trapline/simulate.py):
+# it reaches the guest as a second initramfs segment (a newc cpio holding
+# /trapline/user/<name>, appended to the image's initramfs: Linux unpacks every
+# archive of its initrd in turn), and runs as a guest command through the same
+# tlg.run channel as the lanes' kernels, so the image is not rebuilt.
+
+USER_DIR = "/trapline/user"
+
+
+def _cpio_entry(name: str, mode: int, data: bytes, ino: int) -> bytes:
+    nb = name.encode() + b"\0"
+    fields = [ino, mode, 0, 0, 1, 0, len(data), 0, 0, 0, 0, len(nb), 0]
+    head = b"070701" + b"".join(b"%08X" % f for f in fields) + nb
+    head += b"\0" * (-len(head) % 4)
+    return head + data + b"\0" * (-len(data) % 4)
+
+
+def program_cpio(path: Path, name: str) -> bytes:
+    """A newc archive holding the program at USER_DIR/name (mode 0755)."""
+    data = Path(path).read_bytes()
+    out = _cpio_entry(USER_DIR.lstrip("/"), 0o040755, b"", 1)
+    out += _cpio_entry(f"{USER_DIR.lstrip('/')}/{name}", 0o100755, data, 2)
+    out += _cpio_entry("TRAILER!!!", 0, b"", 0)
+    return out + b"\0" * (-len(out) % 512)
+
+
+def with_program(image: Image, program: Path, dest: Path) -> tuple[Image, str]:
+    """The image with the program appended to its initramfs as a second segment (written
+    to dest), and the program's path in the guest."""
+    import dataclasses
+    name = "program"
+    base = image.initrd.read_bytes()
+    dest.write_bytes(base + b"\0" * (-len(base) % 4) + program_cpio(program, name))
+    return dataclasses.replace(image, initrd=dest), f"{USER_DIR}/{name}"
+
+
+def program_command(guest_path: str, args: list[str]) -> str:
+    """The guest command line of a program and its arguments (init splits on blanks)."""
+    for a in args:
+        if not a or any(c in a for c in ' \t\n;"'):
+            raise UsageError(f"simulate --guest: argument '{a}' cannot reach the guest's init "
+                             "(no blanks, ';' or '\"', not empty)")
+    return " ".join([guest_path, *args])
+
+
+def program_result(stats: dict, b: Boot, timeout: float) -> "simstats.Run":
+    """A guest run's stats with the program's exit status and output from the console."""
+    from trapline import simstats
+    got = next((c for c in b.commands if c.n == 1), None)
+    err = None
+    if got is None or got.status == "missing":
+        err = describe_failure(b, timeout) or f"the guest never ran the program; console tail:\n{tail(b.console)}"
+    elif got.status == "timeout":
+        err = f"the program did not end within {timeout:g} s and was killed; console tail:\n{tail(b.console)}"
+    elif got.status.startswith("sig"):
+        err = f"the program was killed by signal {got.status[3:]}; its output:\n{tail(got.output)}"
+    if got is not None and got.status.isdigit():
+        stats["exit_status"] = int(got.status)
+    if got is not None and got.wall_s is not None:
+        stats.setdefault("guest_emulation_seconds", {"wall": got.wall_s, "user": got.user_s, "sys": got.sys_s})
+    stats["boot"] = b.facts
+    return simstats.Run(stats, got.output if got else "", "", err, b.console)

@@ -223,10 +223,31 @@ class Platform:
     def run(self, exp) -> PlatformRun:
         raise NotImplementedError
 
-    def simulate(self, arch: str, machine, argv: list[str]) -> tuple[dict, str, str, int | None]:
-        """`./run.sh simulate`: a program of the user's under this platform with a machine;
-        (stats, stdout, stderr, exit status). Only platforms that take a machine."""
-        raise UsageError(f"platform '{self.name}' does not simulate a program")
+    # ------------------------------------------------ ./run.sh simulate (trapline/simulate.py)
+
+    # How it runs a user's program, first the default: "user" (the program alone, no
+    # kernel: QEMU user mode), "guest" (under Linux in a booted guest: --guest), "se"
+    # (gem5's syscall emulation), "native" (on this machine's CPU). () : it does not.
+    simulates: tuple[str, ...] = ()
+
+    @classmethod
+    def simulate_problem(cls, machine, mode: str) -> str | None:
+        """Why it cannot run a program of `machine` in `mode` (one sentence naming what would
+        work), or None when it can. Asked before anything runs."""
+        if not cls.simulates:
+            return f"platform '{cls.name}' does not run a user's program"
+        if mode not in cls.simulates:
+            return f"platform '{cls.name}' runs a program only in {' or '.join(cls.simulates)} mode, not {mode}"
+        if cls.arch and machine.arch != cls.arch:
+            return (f"platform '{cls.name}' runs only {cls.arch} programs and machine '{machine.name}' "
+                    f"is {machine.arch}")
+        return None
+
+    def simulate(self, machine, program, argv: list[str], mode: str, timeout: float):
+        """`./run.sh simulate`: the user's checked program (trapline.program.Program; argv:
+        its path and arguments) on this platform; a trapline.simstats.Run (the common stats,
+        the program's output and exit status). simulate_problem said it can."""
+        raise UsageError(self.simulate_problem(machine, mode) or f"platform '{self.name}' does not simulate")
 
     def _lane(self, exp) -> tuple[dict, str, float]:
         """A guest or model run's start: its lane of the experiment, the lane's arch, the start time."""

@@ -44,6 +44,22 @@ class HostPlatform(Platform):
     side_by_side = False
     one_at_a_time = "host points measure real time: side by side they would disturb each other"
     lanes = (HostLane,)
+    simulates = ("native",)
+
+    def simulate(self, machine, program, argv: list[str], mode: str, timeout: float):
+        """The program natively under `perf stat` (trapline/perfstat.py): real time, and the
+        user-mode counters this host lets perf count. The machine only names the arch: the
+        figures are this host's."""
+        from trapline import perfstat, simstats
+        r = perfstat.run(argv, timeout)
+        total = simstats.figures(seconds=r["seconds"], **r["counters"])
+        raw = {"cpu": cpu_model(), "perf": r["perf"] or "counted", "not_counted": r["not_counted"],
+               "counters": r["counters"]}
+        stats = simstats.stats(type(self), machine, program, argv, mode, r["status"], "real", total, [],
+                               dict.fromkeys(total, simstats.MEASURED), raw)
+        err = None if r["status"] is not None else \
+            f"the program did not end within {timeout:g} s and was killed; its last output:\n{tail(r['stdout'] + r['stderr'])}"
+        return simstats.Run(stats, r["stdout"], r["stderr"], err)
 
     @classmethod
     def host_facts_problems(cls, at: str, names: list) -> list[str]:

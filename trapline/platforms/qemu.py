@@ -31,6 +31,28 @@ class QemuPlatform(Platform):
     times = "emulation"
     column = 20
     lanes = (QemuLane,)
+    simulates = ("guest",)
+    BOOT_S = 300  # the guest's boot before the program starts
+
+    def simulate(self, machine, program, argv: list[str], mode: str, timeout: float):
+        """The program under Linux in the arch's guest, no model: its exit status, output and
+        the guest's own times of it (emulation time, never a prediction)."""
+        import tempfile
+        from pathlib import Path
+        from trapline import simstats
+        image = self.ctx.image(machine.arch)
+        with tempfile.TemporaryDirectory(prefix="trapline-simulate-") as tmp:
+            img, path = guest.with_program(image, Path(program.path), Path(tmp) / "initrd")
+            b = guest.boot(img, [guest.program_command(path, argv[1:])], timeout + self.BOOT_S,
+                           per_command_timeout=timeout, log=self.ctx.log)
+        stats = simstats.stats(type(self), machine, program, argv, mode, None, "emulation", {}, [],
+                               {"seconds": simstats.EMULATION}, {"guest": guest.guest_image_facts(machine.arch, image)})
+        run = guest.program_result(stats, b, timeout)
+        wall = run.stats.get("guest_emulation_seconds", {}).get("wall")
+        if wall is not None:
+            run.stats["total"] = simstats.figures(seconds=wall)
+            run.stats["rests_on"] = {"seconds": simstats.EMULATION}
+        return run
 
     def describe(self) -> dict:
         out = {}

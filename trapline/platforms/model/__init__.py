@@ -260,8 +260,27 @@ class ModelPlatform(Platform):
         ctx.use("model-machines", self.ctx.machine_name or spec.get("machine"))
         return self.lane(exp).run(exp, m, t0)
 
-    def simulate(self, arch: str, machine: machines.Machine, argv: list[str]) -> tuple[dict, str, str, int | None]:
-        return simulate(arch, built_plugin(self.ctx), machine, argv)
+    simulates = ("user", "guest")
+
+    @classmethod
+    def simulate_problem(cls, machine: machines.Machine, mode: str) -> str | None:
+        why = super().simulate_problem(machine, mode)
+        if why or mode != "guest":
+            return why
+        if os.environ.get("TRAPLINE_MEM"):
+            return "the model's guest maps guest-physical memory to NUMA nodes with the default guest memory; unset TRAPLINE_MEM"
+        nodes, lat = len(arch_table.get(machine.arch).numa.node_bytes), machine.numa_cycles()
+        if lat and len(lat) != nodes:
+            return (f"machine '{machine.name}' has {len(lat)} NUMA nodes but the {machine.arch} guest has {nodes} "
+                    f"(--set the numa group)")
+        return None
+
+    def simulate(self, machine: machines.Machine, program, argv: list[str], mode: str, timeout: float):
+        from trapline.platforms.model import simulated
+        if mode == "guest":
+            return simulated.guest_run(self, machine, argv, program, timeout, guest_plugin_args)
+        raw, so, se, status = simulate(machine.arch, built_plugin(self.ctx), machine, argv, timeout)
+        return simulated.user_run(type(self), machine, program, argv, raw, so, se, status, timeout)
 
 def guest_plugin_args(m: machines.Machine, image: images.Image) -> list[str]:
     """The machine's plugin options for a whole guest: only the regions are

@@ -1,0 +1,266 @@
+"""./run.sh simulate on every platform (issue 22): one stats format, valid against
+trapline/schema/simulate.schema.json on each; --compare; each bad input one line,
+exit 2, before anything runs; a failing or hung program exit 1."""
+
+import json
+import subprocess
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from conftest import ROOT, trapline
+from trapline import arch as arch_table, simstats
+
+SCHEMA = json.loads((ROOT / "trapline" / "schema" / "simulate.schema.json").read_text())
+SERVER = ["--machine", "x86-2012-server"]
+
+ROI_C = r"""
+#include "trapline.h"
+int main(int argc, char **argv)
+{
+	static volatile int a[4096];
+	long s = 0;
+	for (int r = 0; r < 2; r++) {
+		TL_ROI_BEGIN();
+		for (int i = 0; i < 4096; i++)
+			s += a[i] + i;
+		TL_ROI_END();
+	}
+	printf("sum %ld\n", s);
+	if (argc > 1 && argv[1][0] == 's')
+		for (;;)
+			TL_USE(s);
+	return argc > 1 ? atoi(argv[1]) : 0;
+}
+"""
+
+
+def build(tmp: Path, arch: str = "x86_64", static: bool = True) -> Path:
+    src = tmp / "roi.c"
+    src.write_text(ROI_C)
+    out = tmp / f"roi-{arch}{'' if static else '-dyn'}"
+    cmd = [arch_table.get(arch).cc, "-O1", *(["-static"] if static else []), "-I", str(ROOT / "kernels" / "common"),
+           *arch_table.get(arch).cflags.split(), "-o", str(out), str(src)]
+    subprocess.run(cmd, check=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def prog(tmp_path_factory):
+    return build(tmp_path_factory.mktemp("prog"))
+
+
+def valid(stats: dict) -> dict:
+    jsonschema.validate(stats, SCHEMA)
+    return stats
+
+
+def test_schema_file_is_the_generated_one():
+    assert SCHEMA == simstats.schema(), "python -m trapline.simstats --write-schema"
+
+
+def test_model_user_mode_gives_regions_and_what_they_rest_on(prog):
+    r = trapline("simulate", *SERVER, "--", str(prog))
+    assert r.returncode == 0, r.stderr[-2000:]
+    s = valid(json.loads(r.stdout))
+    assert s["platform"] == "model" and s["mode"] == "user" and s["time_kind"] == "simulated"
+    assert s["exit_status"] == 0 and s["arch"] == "x86_64" and "sum 16773120" in r.stderr
+    assert len(s["regions"]) == 2
+    for g in s["regions"]:
+        assert g["instructions"] > 4096 and g["l1d_accesses"] >= 4096 and g["cycles"] > 0
+        assert g["seconds"] == pytest.approx(g["cycles"] / 2.6e9, rel=0.01)  # x86-2012-server: 2.6 GHz
+    assert s["total"]["instructions"] > sum(g["instructions"] for g in s["regions"])
+    assert s["rests_on"]["cycles"] == "prediction" and s["rests_on"]["instructions"] == "counted"
+    assert len(s["program_sha256"]) == 64
+    # the platform's own stats stay under "stats" (as before issue 22)
+    assert len([g for g in s["stats"]["regions"] if g.get("marked")]) == 2
+
+
+def test_host_runs_it_natively_in_real_time(prog):
+    r = trapline("simulate", *SERVER, "--platform", "host", "--", str(prog))
+    assert r.returncode == 0, r.stderr[-2000:]
+    s = valid(json.loads(r.stdout))
+    assert s["platform"] == "host" and s["time_kind"] == "real" and s["total"]["seconds"] > 0
+    assert set(s["rests_on"].values()) == {"measured"}
+    assert "perf" in s["stats"]
+
+
+def test_compare_prints_both_columns_and_their_ratio(prog):
+    r = trapline("simulate", *SERVER, "--compare", "model,host", "--", str(prog))
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout)
+    for s in out["runs"]:
+        valid(s)
+    rows = {row["figure"]: row for row in out["compare"]["rows"]}
+    sec = rows["seconds"]
+    assert sec["ratios"][0] == pytest.approx(sec["values"][1] / sec["values"][0])
+    assert rows["cycles"]["values"][1] is None  # the host has no cycles here unless perf counts them
+    t = trapline("simulate", *SERVER, "--compare", "model,host", "--format", "table", "--", str(prog))
+    assert t.returncode == 0 and "host (native) / model (user)" in t.stdout, t.stdout
+
+
+def test_program_failure_and_hang_exit_1(prog):
+    r = trapline("simulate", *SERVER, "--", str(prog), "3")
+    assert r.returncode == 1 and valid(json.loads(r.stdout))["exit_status"] == 3
+    r = trapline("simulate", *SERVER, "--platform", "host", "--timeout", "2", "--", str(prog), "spin")
+    assert r.returncode == 1 and "did not end within 2 s" in r.stderr, r.stderr[-2000:]
+    assert valid(json.loads(r.stdout))["exit_status"] is None
+
+
+def test_bad_input_is_one_line_before_anything_runs(prog, tmp_path):
+    text = tmp_path / "text"
+    text.write_text("hello\n")
+    text.chmod(0o755)
+    dyn = build(tmp_path, static=False)
+    arm = build(tmp_path, "armv6")
+    cases = [
+        (["--", "/nonexistent/prog"], ["does not exist"]),
+        (["--", str(text)], ["not an ELF"]),
+        (["--", str(dyn)], ["dynamically linked", "-static"]),
+        (["--", str(arm)], ["built for armv6", "x86_64"]),
+        (["--platform", "host", "--guest", "--", str(prog)], ["host", "guest", "platforms that run a program"]),
+        (["--platform", "nope", "--", str(prog)], ["nope", "valid choices"]),
+        (["--compare", "model", "--", str(prog)], ["--compare", "two or more"]),
+        (["--arch", "sparc64", "--", str(prog)], ["x86_64", "sparc64"]),
+        (["--format", "xml", "--", str(prog)], ["--format", "xml"]),
+        (["--guest", "--", str(prog), "a b"], ["a b", "guest"]),
+        (["--platform", "host", "--set", "caches.l1d.size=16kB", "--", str(prog)], ["--set", "host", "--platform model"]),
+    ]
+    for argv, words in cases:
+        r = trapline("simulate", *SERVER, *argv, timeout=120)
+        assert r.returncode == 2, (argv, r.returncode, r.stderr[-1000:])
+        assert r.stdout == "" and len(r.stderr.strip().splitlines()) == 1, (argv, r.stderr)
+        for w in words:
+            assert w in r.stderr, (argv, w, r.stderr)
+
+
+def test_gem5_result_in_the_common_format(prog, gem5_binary):
+    from trapline import machine, program
+    from trapline.gem5 import simulated
+
+    class Gem5:  # the gem5 platform's name and label (its module calls this function)
+        name, label = "gem5", "gem5"
+
+    m = machine.load("x86-2012-server")
+    p = program.check(str(prog), m.arch)
+    run = simulated.simulate(Gem5, m, p, [p.path], timeout=600, cpu="timing", gem5=gem5_binary)
+    assert run.error is None, run.error
+    s = valid(run.stats)
+    assert s["mode"] == "se" and s["exit_status"] == 0 and "sum 16773120" in run.stdout
+    # an ordinary build (markers are no-ops in gem5): one region, the whole run
+    assert s["regions"] == [] and s["total"]["instructions"] > 2 * 4096 and s["total"]["seconds"] > 0
+    assert s["rests_on"]["seconds"] == "prediction"
+
+
+# ------------------------------------------------- in the guest (the x86_64 pc: two NUMA nodes)
+
+MBIND_C = r"""
+/* one region per node: a buffer bound to node 1 read once, then one bound to node 0, from
+ * CPU 0 (node 0; pinned, as the lanes' kernels pin themselves: a region is one vCPU's) */
+#include "trapline.h"
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#define SIZE (4UL << 20)
+int main(int argc, char **argv)
+{
+	long s = 0;
+	cpu_set_t cpus;
+	CPU_ZERO(&cpus);
+	CPU_SET(0, &cpus);
+	if (sched_setaffinity(0, sizeof cpus, &cpus) != 0) {
+		perror("sched_setaffinity");
+		return 1;
+	}
+	for (int node = 1; node >= 0; node--) {
+		volatile char *p = mmap(0, SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		unsigned long mask = 1UL << node;
+		if (syscall(SYS_mbind, p, SIZE, 2 /* MPOL_BIND */, &mask, 8 * sizeof mask, 0) != 0) {
+			perror("mbind");
+			return 1;
+		}
+		for (unsigned long i = 0; i < SIZE; i += 4096)
+			p[i] = 1;
+		TL_ROI_BEGIN();
+		for (unsigned long i = 0; i < SIZE; i += 64)
+			s += p[i];
+		TL_ROI_END();
+	}
+	printf("pages %ld\n", s);
+	if (argc > 1)
+		for (;;)
+			TL_USE(s);
+	return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def mbind_prog(tmp_path_factory):
+    d = tmp_path_factory.mktemp("mbind")
+    (d / "mbind.c").write_text(MBIND_C)
+    subprocess.run(["gcc", "-O1", "-static", "-I", str(ROOT / "kernels" / "common"), "-o", str(d / "mbind"),
+                    str(d / "mbind.c")], check=True)
+    return d / "mbind"
+
+
+def test_model_guest_reports_reads_by_node(mbind_prog):
+    r = trapline("simulate", *SERVER, "--guest", "--", str(mbind_prog), timeout=1200)
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = valid(json.loads(r.stdout))
+    assert s["mode"] == "guest" and s["exit_status"] == 0 and "pages 2048" in r.stderr
+    assert len(s["regions"]) == 2
+    lines = (4 << 20) // 64
+    on1, on0 = (g["memory_reads_by_node"] for g in s["regions"])
+    # each region's reads reach the node its buffer was bound to (the first touch was outside the regions)
+    assert on1.get("1", 0) > 0.9 * lines and on1.get("0", 0) < 0.1 * lines, on1
+    assert on0.get("0", 0) > 0.9 * lines and on0.get("1", 0) < 0.1 * lines, on0
+
+
+def test_qemu_guest_runs_it_and_a_hung_one_is_killed(mbind_prog):
+    r = trapline("simulate", *SERVER, "--platform", "qemu", "--", str(mbind_prog), timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = valid(json.loads(r.stdout))
+    assert s["mode"] == "guest" and s["time_kind"] == "emulation" and s["exit_status"] == 0
+    assert s["rests_on"] == {"seconds": "emulation"} and "pages 2048" in r.stderr
+    r = trapline("simulate", *SERVER, "--platform", "qemu", "--timeout", "5", "--", str(mbind_prog), "spin",
+                 timeout=900)
+    assert r.returncode == 1 and "did not end within 5 s" in r.stderr and "console tail" in r.stderr, r.stderr[-3000:]
+    assert valid(json.loads(r.stdout))["exit_status"] is None
+
+
+GEM5_STANDIN = '''
+from trapline.platforms.base import Platform
+
+
+class Gem5Standin(Platform):
+    """gem5 SE mode through trapline.gem5.simulated, as the gem5 platform's simulate() calls it."""
+    name = "gem5standin"
+    label = "gem5 (stand-in)"
+    times = "predicted"
+    column = 90
+    simulates = ("se",)
+
+    def run(self, exp):
+        raise NotImplementedError
+
+    def simulate(self, machine, program, argv, mode, timeout):
+        from trapline.gem5 import simulated
+        return simulated.simulate(type(self), machine, program, argv, timeout, cpu="timing")
+'''
+
+
+def test_compare_model_and_gem5(prog, gem5_binary, tmp_path):
+    (tmp_path / "gem5standin.py").write_text(GEM5_STANDIN)
+    env = {"TRAPLINE_PLATFORMS": str(tmp_path), "GEM5": str(gem5_binary)}
+    r = trapline("simulate", *SERVER, "--compare", "model,gem5standin", "--", str(prog), env=env, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout)
+    model, gem5 = (valid(s) for s in out["runs"])
+    assert gem5["mode"] == "se" and gem5["time_kind"] == "simulated"
+    rows = {row["figure"]: row for row in out["compare"]["rows"]}
+    # the same program: instruction counts within 10% (startup code differs a little), both nonzero
+    assert rows["instructions"]["ratios"][0] == pytest.approx(1.0, abs=0.1)
+    assert rows["cycles"]["values"][0] > 0 and rows["cycles"]["values"][1] > 0

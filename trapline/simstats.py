@@ -1,0 +1,227 @@
+"""The one stats format of `./run.sh simulate`, whatever platform ran the program
+(trapline/schema/simulate.schema.json is its schema), and how it is printed: a
+table for a person, JSON for scripts, two or more platforms side by side with
+their ratios (--compare).
+
+A platform fills `figures()` blocks (the whole run, and one per region the
+program marked with kernels/common/trapline.h's TL_ROI_BEGIN/END) with the
+figures it has; a figure it does not have is absent, never 0. Each figure says
+what it rests on (REST): a count of what executed, a prediction from the machine
+description, a measurement on this host.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+FORMAT = 1
+# what a figure rests on (the schema's enum)
+COUNTED = "counted"        # an event count of what executed (functional: the same on any timing)
+PREDICTION = "prediction"  # from a timing model's machine description (no parameter fitted to this program)
+MEASURED = "measured"      # measured on this host's CPU (real time, perf counters)
+EMULATION = "emulation"    # an emulator's wall clock: not a prediction of any machine
+REST = (COUNTED, PREDICTION, MEASURED, EMULATION)
+# what time a run's seconds are
+TIME_KINDS = ("simulated", "real", "emulation")
+
+# the scalar figures, in the order a table prints them: (key, what it is)
+SCALARS = (
+    ("seconds", "time of the run or region"),
+    ("instructions", "instructions executed"),
+    ("cycles", "CPU cycles"),
+    ("l1i_accesses", "L1I accesses"), ("l1i_misses", "L1I misses"),
+    ("l1d_accesses", "L1D accesses"), ("l1d_misses", "L1D misses"),
+    ("l2_accesses", "L2 accesses"), ("l2_misses", "L2 misses"),
+    ("l3_accesses", "L3 accesses"), ("l3_misses", "L3 misses"),
+    ("itlb_misses", "ITLB misses"), ("dtlb_misses", "DTLB misses"),
+)
+# the figures that are a mapping: name -> count
+MAPS = (("traps", "traps by kind"), ("memory_reads_by_node", "reads that reached memory, by NUMA node"))
+
+
+@dataclass
+class Run:
+    """What a platform's simulate() returns: the common stats, and the program's own output."""
+    stats: dict
+    stdout: str = ""
+    stderr: str = ""
+    error: str | None = None  # the program did not end by itself (timeout, crash of the guest): why, with a tail
+    console: str = ""          # a guest's console (shown when the program failed)
+
+
+def figures(**values) -> dict:
+    """A figures block: the given figures that are known (None is dropped)."""
+    out = {}
+    for k, v in values.items():
+        if v is None:
+            continue
+        if k not in dict(SCALARS) and k not in dict(MAPS):
+            raise KeyError(f"simstats: '{k}' is not a figure of the common format")
+        out[k] = v
+    return out
+
+
+def stats(platform, machine, program, argv: list[str], mode: str, exit_status: int | None,
+          time_kind: str, total: dict, regions: list[dict], rests_on: dict[str, str], raw) -> dict:
+    """The common stats of one run (platform: its class; program: trapline.program.Program)."""
+    assert time_kind in TIME_KINDS
+    known = set(total) | {k for g in regions for k in g}
+    return {"tool": "trapline-simulate", "format": FORMAT,
+            "platform": platform.name, "platform_label": platform.label, "mode": mode,
+            "machine": machine.name, "sets": list(machine.sets), "arch": machine.arch,
+            "program": [program.path, *argv[1:]], "program_sha256": program.sha256,
+            "exit_status": exit_status, "time_kind": time_kind,
+            "total": total, "regions": regions,
+            "rests_on": {k: v for k, v in rests_on.items() if k in known},
+            "stats": raw}
+
+
+def program_counts(output: str) -> dict[str, int]:
+    """The counts a program printed itself as trapline.h's `TL ... kind=count name=N value=V`
+    lines (the kernels' fixup, trap and page counts, read from /proc in a guest):
+    name -> value ('name.variant' when a name repeats)."""
+    from trapline import kernelio
+    recs = [c for c in kernelio.parse(output).counts if str(c.get("value", "")).lstrip("-").isdigit()]
+    names = [c.get("name") for c in recs]
+    out = {}
+    for c in recs:
+        key = c["name"] if names.count(c["name"]) == 1 else f"{c['name']}.{c.get('variant', len(out))}"
+        out[key] = int(c["value"])
+    return out
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def _rows(s: dict, block: dict) -> list[tuple[str, str]]:
+    rows = [(k, block[k]) for k, _ in SCALARS if k in block]
+    for k, _ in MAPS:
+        for sub, n in (block.get(k) or {}).items():
+            rows.append((f"{k}.{sub}", n))
+    return rows
+
+
+def _label(s: dict) -> str:
+    return f"{s['platform']}" + (f" ({s['mode']})" if s.get("mode") else "")
+
+
+def table(s: dict) -> str:
+    """One run's stats for a person."""
+    head = (f"{' '.join(s['program'])}\n{s['platform_label']} ({s['mode']}), machine {s['machine']}"
+            f"{' with ' + ', '.join(s['sets']) if s['sets'] else ''} ({s['arch']}); exit status "
+            f"{_fmt(s['exit_status'])}; time is {s['time_kind']}; program sha256 {s['program_sha256'][:16]}")
+    blocks = [("total", s["total"])] + [(f"region {i}", g) for i, g in enumerate(s["regions"])]
+    lines = [head]
+    for name, g in blocks:
+        rows = _rows(s, g)
+        if not rows:
+            continue
+        lines.append(f"\n{name}:")
+        w = max(len(k) for k, _ in rows)
+        for k, v in rows:
+            rest = s["rests_on"].get(k.split(".")[0], "")
+            lines.append(f"  {k:<{w}}  {_fmt(v):>16}  {rest}")
+    if s.get("program_counts"):
+        lines.append("\ncounts the program printed (TL kind=count):")
+        w = max(map(len, s["program_counts"]))
+        lines += [f"  {k:<{w}}  {_fmt(v):>16}" for k, v in s["program_counts"].items()]
+    return "\n".join(lines) + "\n"
+
+
+def compare(runs: list[dict]) -> dict:
+    """The runs' totals side by side: {"platforms": [...], "rows": [{figure, values, ratios}]},
+    ratios of each run to the first."""
+    names = []
+    for s in runs:
+        for k, _ in _rows(s, s["total"]):
+            if k not in names:
+                names.append(k)
+    rows = []
+    for k in names:
+        vals = [dict(_rows(s, s["total"])).get(k) for s in runs]
+        base = vals[0]
+        ratios = [None if not isinstance(v, (int, float)) or not base else v / base for v in vals[1:]]
+        rows.append({"figure": k, "values": vals, "ratios": ratios,
+                     "rests_on": [s["rests_on"].get(k.split(".")[0]) for s in runs]})
+    return {"platforms": [_label(s) for s in runs], "rows": rows}
+
+
+def compare_table(runs: list[dict]) -> str:
+    c = compare(runs)
+    heads = ["figure"] + c["platforms"] + [f"{p} / {c['platforms'][0]}" for p in c["platforms"][1:]]
+    body = [[r["figure"]] + [_fmt(v) for v in r["values"]] + ["-" if x is None else f"{x:.3f}" for x in r["ratios"]]
+            for r in c["rows"]]
+    w = [max(len(row[i]) for row in [heads] + body) for i in range(len(heads))]
+    s0 = runs[0]
+    out = [f"{' '.join(s0['program'])} on machine {s0['machine']} ({s0['arch']}); times: "
+           + ", ".join(f"{_label(s)} {s['time_kind']}" for s in runs)]
+    out.append("  ".join(h.ljust(w[i]) if i == 0 else h.rjust(w[i]) for i, h in enumerate(heads)))
+    for row in body:
+        out.append("  ".join(v.ljust(w[i]) if i == 0 else v.rjust(w[i]) for i, v in enumerate(row)))
+    return "\n".join(out) + "\n"
+
+
+def dumps(obj) -> str:
+    return json.dumps(obj, indent=2) + "\n"
+
+
+def schema() -> dict:
+    """The stats' JSON schema (trapline/schema/simulate.schema.json is this, written by
+    `python -m trapline.simstats --write-schema`; a test keeps the two equal)."""
+    count = {"type": "integer", "minimum": 0}
+    figs = {k: ({"type": "number", "minimum": 0, "description": d} if k == "seconds" else {**count, "description": d})
+            for k, d in SCALARS}
+    figs.update({k: {"type": "object", "description": d, "additionalProperties": count} for k, d in MAPS})
+    block = {"type": "object", "additionalProperties": False, "properties": figs}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "trapline simulate stats",
+        "description": "What `./run.sh simulate` prints as JSON for one platform's run of a program "
+                       "(trapline/simstats.py). A figure the platform does not have is absent, never 0.",
+        "type": "object",
+        "required": ["tool", "format", "platform", "platform_label", "mode", "machine", "sets", "arch", "program",
+                     "program_sha256", "exit_status", "time_kind", "total", "regions", "rests_on", "stats"],
+        "properties": {
+            "tool": {"const": "trapline-simulate"},
+            "format": {"const": FORMAT},
+            "platform": {"type": "string", "description": "the platform's name (--platform)"},
+            "platform_label": {"type": "string", "description": "how its figures are labelled"},
+            "mode": {"type": "string", "description": "user (no kernel), guest (under Linux), se (gem5 syscall "
+                                                      "emulation) or native (the host)"},
+            "machine": {"type": "string"},
+            "sets": {"type": "array", "items": {"type": "string"}, "description": "--set machine fields"},
+            "arch": {"type": "string"},
+            "program": {"type": "array", "minItems": 1, "items": {"type": "string"}},
+            "program_sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+            "exit_status": {"type": ["integer", "null"], "description": "null: it did not exit by itself"},
+            "time_kind": {"enum": list(TIME_KINDS), "description": "what total.seconds is"},
+            "total": {**block, "description": "the whole run (guest mode: the marked regions together)"},
+            "regions": {"type": "array", "items": block,
+                        "description": "one per TL_ROI_BEGIN/END pair of kernels/common/trapline.h"},
+            "rests_on": {"type": "object", "additionalProperties": {"enum": list(REST)},
+                         "propertyNames": {"enum": [k for k, _ in SCALARS + MAPS]},
+                         "description": "for each figure present: what it rests on"},
+            "stats": {"description": "the platform's own statistics, as it wrote them"},
+            "program_counts": {"type": "object", "additionalProperties": {"type": "integer"},
+                               "description": "counts the program printed itself (TL kind=count lines of "
+                                              "kernels/common/trapline.h), e.g. a kernel's fixups read in the guest"},
+        },
+    }
+
+
+if __name__ == "__main__":
+    import sys
+    from pathlib import Path
+    text = json.dumps(schema(), indent=2) + "\n"
+    if sys.argv[1:] == ["--write-schema"]:
+        Path(__file__).with_name("schema").joinpath("simulate.schema.json").write_text(text)
+    else:
+        sys.stdout.write(text)
