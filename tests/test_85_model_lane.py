@@ -263,7 +263,8 @@ def test_sensitivity_scales_a_parameter_and_reports_the_headline_change(results_
 
 @pytest.mark.parametrize("args, words", [
     # every experiment has a model lane now: a copy of the tree with stl-alloc-scaling's removed
-    (["stl-alloc-scaling"], ["no model platform", "sparc-spill-fill"]),
+    # (and its gem5 lane: sensitivity scales the first lane on a platform that takes a machine)
+    (["stl-alloc-scaling"], ["no model or gem5 platform", "sparc-spill-fill"]),
     (["sparc-spill-fill", "--param", "nope"], ["--param nope", "memory.latency"]),
     (["sparc-spill-fill", "--factors", "0,2"], ["--factors", "positive"]),
     (["sparc-spill-fill", "--param", "caches.l1d.line", "--factors", "0.75"], ["caches.l1d.line", "power of two"]),
@@ -278,6 +279,7 @@ def test_sensitivity_bad_input_is_named_before_any_run(args, words, results_dir,
         y = kdir / "stl-alloc-scaling" / "experiment.yaml"
         data = yaml.safe_load(y.read_text())
         del data["platforms"]["model"]
+        del data["platforms"]["gem5"]
         y.write_text(yaml.safe_dump(data, sort_keys=False))
         env = {"TRAPLINE_KERNELS": str(kdir)}
     r = trapline("sensitivity", *args, "--quick", env=env)
