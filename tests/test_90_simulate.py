@@ -231,31 +231,10 @@ def test_qemu_guest_runs_it_and_a_hung_one_is_killed(mbind_prog):
     assert valid(json.loads(r.stdout))["exit_status"] is None
 
 
-GEM5_STANDIN = '''
-from trapline.platforms.base import Platform
-
-
-class Gem5Standin(Platform):
-    """gem5 SE mode through trapline.gem5.simulated, as the gem5 platform's simulate() calls it."""
-    name = "gem5standin"
-    label = "gem5 (stand-in)"
-    times = "predicted"
-    column = 90
-    simulates = ("se",)
-
-    def run(self, exp):
-        raise NotImplementedError
-
-    def simulate(self, machine, program, argv, mode, timeout):
-        from trapline.gem5 import simulated
-        return simulated.simulate(type(self), machine, program, argv, timeout, cpu="timing")
-'''
-
-
-def test_compare_model_and_gem5(prog, gem5_binary, tmp_path):
-    (tmp_path / "gem5standin.py").write_text(GEM5_STANDIN)
-    env = {"TRAPLINE_PLATFORMS": str(tmp_path), "GEM5": str(gem5_binary)}
-    r = trapline("simulate", *SERVER, "--compare", "model,gem5standin", "--", str(prog), env=env, timeout=900)
+def test_compare_model_and_gem5(prog, gem5_binary):
+    """The gem5 platform's simulate (trapline/platforms/gem5.py) beside the model's, on the timing CPU."""
+    r = trapline("simulate", *SERVER, "--set", "gem5.cpu=timing", "--compare", "model,gem5", "--gem5", str(gem5_binary),
+                 "--", str(prog), timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads(r.stdout)
     model, gem5 = (valid(s) for s in out["runs"])
@@ -264,3 +243,16 @@ def test_compare_model_and_gem5(prog, gem5_binary, tmp_path):
     # the same program: instruction counts within 10% (startup code differs a little), both nonzero
     assert rows["instructions"]["ratios"][0] == pytest.approx(1.0, abs=0.1)
     assert rows["cycles"]["values"][0] > 0 and rows["cycles"]["values"][1] > 0
+
+
+def test_gem5_platform_refuses_what_it_cannot_run(prog, gem5_binary):
+    """gem5 runs a program in SE mode only, and on a machine whose ISA and CPU model its binary has:
+    each refusal one line, exit 2, before gem5 starts."""
+    g = ("--gem5", str(gem5_binary))
+    r = trapline("simulate", *SERVER, "--platform", "gem5", "--guest", *g, "--", str(prog))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "only in se mode, not guest" in r.stderr, r.stderr
+    r = trapline("simulate", "--machine", "ultrasparc-t1", "--platform", "gem5", "--set", "gem5.cpu=minor", *g,
+                 "--", str(prog))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "gem5.cpu" in r.stderr, r.stderr
+    r = trapline("simulate", *SERVER, "--platform", "gem5", "--gem5", "/nonexistent/gem5.opt", "--", str(prog))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "/nonexistent/gem5.opt" in r.stderr, r.stderr

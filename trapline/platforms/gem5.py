@@ -136,6 +136,27 @@ class Gem5Platform(Platform):
                           also=f"; or a machine field: {', '.join(sorted(machines.top_fields()))} "
                                f"(dotted, e.g. {CPU_FIELD}=timing)")
 
+    # ------------------------------------------------ ./run.sh simulate (trapline/simulate.py)
+
+    simulates = ("se",)
+
+    @classmethod
+    def simulate_problem(cls, machine: machines.Machine, mode: str) -> str | None:
+        why = super().simulate_problem(machine, mode) or cls.why_unavailable()
+        if why:
+            return why
+        try:
+            gem5_run.check_cpu(cpu_of(machine), export(machine)["isa"])
+            gem5_run.check_isa(machine, binary.facts(binary.find()))
+        except UsageError as e:
+            return str(e)
+        return None
+
+    def simulate(self, machine: machines.Machine, program, argv: list[str], mode: str, timeout: float):
+        """The user's program in gem5 SE mode on the machine, on its gem5.cpu (--set gem5.cpu=...)."""
+        from trapline.gem5 import simulated
+        return simulated.simulate(type(self), machine, program, argv, timeout, cpu=cpu_of(machine))
+
     def run(self, exp) -> PlatformRun:
         ctx, log = self.ctx, self.ctx.log
         spec, arch, t0 = self._lane(exp)
