@@ -264,3 +264,34 @@ def test_compare_model_and_gem5(prog, gem5_binary, tmp_path):
     # the same program: instruction counts within 10% (startup code differs a little), both nonzero
     assert rows["instructions"]["ratios"][0] == pytest.approx(1.0, abs=0.1)
     assert rows["cycles"]["values"][0] > 0 and rows["cycles"]["values"][1] > 0
+
+
+def _per_op_ns(stats: dict, output: str) -> list[float]:
+    from trapline import kernelio
+    samples = kernelio.parse(output).samples
+    assert len(samples) == len(stats["regions"]), (len(samples), len(stats["regions"]))
+    return [g["seconds"] * 1e9 / s["ops"] for g, s in zip(stats["regions"], samples)]
+
+
+def test_e1_trap_program_in_the_sun4u_guest_matches_the_lane(results_dir):
+    """issue 22's first 'done when': E1's kernel in trap mode, run as a user's static program
+    with simulate --guest on ultrasparc-iv-plus, takes one misaligned-access trap per load
+    (through Linux's trap table and the SIGBUS handler, as the lane) and its per-load time
+    is within 10% of the sparc-misalign-trap model lane's."""
+    import statistics
+    from trapline import build as kbuild
+    prog = kbuild.build("sparc64") / "sparc-misalign-trap" / "misalign"
+    args = ["mode=trap", "align=unaligned", "fixup=sigbus", "outer=10", "reps=3"]
+    r = trapline("simulate", "--machine", "ultrasparc-iv-plus", "--guest", "--", str(prog), *args, timeout=1200)
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = valid(json.loads(r.stdout))
+    from trapline import kernelio
+    ops = [x["ops"] for x in kernelio.parse(r.stderr).samples]
+    for g, n in zip(s["regions"], ops):
+        assert g["traps"]["trap_table.unaligned"] == n, (g["traps"], n)
+    mine = statistics.median(_per_op_ns(s, r.stderr))
+    lane = trapline("run", "sparc-misalign-trap", "--platform", "model", "--quick", timeout=1800)
+    assert lane.returncode == 0, lane.stderr[-3000:]
+    e = json.loads(((results_dir / "latest").resolve() / "entries" / "sparc-misalign-trap.model.json").read_text())
+    theirs = next(g["median_ns_per_op"] for g in e["groups"] if g["variant"] == "trap" and g["align"] == "unaligned")
+    assert mine == pytest.approx(theirs, rel=0.10), (mine, theirs)
