@@ -295,3 +295,27 @@ def test_e1_trap_program_in_the_sun4u_guest_matches_the_lane(results_dir):
     e = json.loads(((results_dir / "latest").resolve() / "entries" / "sparc-misalign-trap.model.json").read_text())
     theirs = next(g["median_ns_per_op"] for g in e["groups"] if g["variant"] == "trap" and g["align"] == "unaligned")
     assert mine == pytest.approx(theirs, rel=0.10), (mine, theirs)
+
+
+def test_e2_ldrd_program_in_the_raspi0_guest_matches_the_lane(results_dir):
+    """The same for E2: an unaligned LDRD program on arm1176-rpi1 --guest takes one data
+    abort per LDRD, the kernel's DWord fixups come back in program_counts, and its per-load
+    time is within 10% of the armv6-unaligned model lane's."""
+    import statistics
+    from trapline import build as kbuild
+    prog = kbuild.build("armv6") / "armv6-unaligned" / "unaligned"
+    r = trapline("simulate", "--machine", "arm1176-rpi1", "--guest", "--", str(prog), "width=64",
+                 "variant=unaligned-ldrd", "iters=1000", timeout=1200)
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = valid(json.loads(r.stdout))
+    from trapline import kernelio
+    samples = kernelio.parse(r.stderr).samples
+    for g, x in zip(s["regions"], samples):
+        assert g["traps"]["exception.data_abort"] == x["ops"], (g["traps"], x["ops"])
+    assert s["program_counts"]["alignment_fixups_dword"] == sum(x["ops"] for x in samples) + 1000  # + the warm-up
+    mine = statistics.median(_per_op_ns(s, r.stderr))
+    lane = trapline("run", "armv6-unaligned", "--platform", "model", "--quick", timeout=1800)
+    assert lane.returncode == 0, lane.stderr[-3000:]
+    e = json.loads(((results_dir / "latest").resolve() / "entries" / "armv6-unaligned.model.json").read_text())
+    theirs = next(g["median_ns_per_op"] for g in e["groups"] if g["variant"] == "unaligned-ldrd")
+    assert mine == pytest.approx(theirs, rel=0.10), (mine, theirs)
