@@ -256,3 +256,58 @@ def test_gem5_platform_refuses_what_it_cannot_run(prog, gem5_binary):
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "gem5.cpu" in r.stderr, r.stderr
     r = trapline("simulate", *SERVER, "--platform", "gem5", "--gem5", "/nonexistent/gem5.opt", "--", str(prog))
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "/nonexistent/gem5.opt" in r.stderr, r.stderr
+
+
+def _per_op_ns(stats: dict, output: str) -> list[float]:
+    from trapline import kernelio
+    samples = kernelio.parse(output).samples
+    assert len(samples) == len(stats["regions"]), (len(samples), len(stats["regions"]))
+    return [g["seconds"] * 1e9 / s["ops"] for g, s in zip(stats["regions"], samples)]
+
+
+def test_e1_trap_program_in_the_sun4u_guest_matches_the_lane(results_dir):
+    """issue 22's first 'done when': E1's kernel in trap mode, run as a user's static program
+    with simulate --guest on ultrasparc-iv-plus, takes one misaligned-access trap per load
+    (through Linux's trap table and the SIGBUS handler, as the lane) and its per-load time
+    is within 10% of the sparc-misalign-trap model lane's."""
+    import statistics
+    from trapline import build as kbuild
+    prog = kbuild.build("sparc64") / "sparc-misalign-trap" / "misalign"
+    args = ["mode=trap", "align=unaligned", "fixup=sigbus", "outer=10", "reps=3"]
+    r = trapline("simulate", "--machine", "ultrasparc-iv-plus", "--guest", "--", str(prog), *args, timeout=1200)
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = valid(json.loads(r.stdout))
+    from trapline import kernelio
+    ops = [x["ops"] for x in kernelio.parse(r.stderr).samples]
+    for g, n in zip(s["regions"], ops):
+        assert g["traps"]["trap_table.unaligned"] == n, (g["traps"], n)
+    mine = statistics.median(_per_op_ns(s, r.stderr))
+    lane = trapline("run", "sparc-misalign-trap", "--platform", "model", "--quick", timeout=1800)
+    assert lane.returncode == 0, lane.stderr[-3000:]
+    e = json.loads(((results_dir / "latest").resolve() / "entries" / "sparc-misalign-trap.model.json").read_text())
+    theirs = next(g["median_ns_per_op"] for g in e["groups"] if g["variant"] == "trap" and g["align"] == "unaligned")
+    assert mine == pytest.approx(theirs, rel=0.10), (mine, theirs)
+
+
+def test_e2_ldrd_program_in_the_raspi0_guest_matches_the_lane(results_dir):
+    """The same for E2: an unaligned LDRD program on arm1176-rpi1 --guest takes one data
+    abort per LDRD, the kernel's DWord fixups come back in program_counts, and its per-load
+    time is within 10% of the armv6-unaligned model lane's."""
+    import statistics
+    from trapline import build as kbuild
+    prog = kbuild.build("armv6") / "armv6-unaligned" / "unaligned"
+    r = trapline("simulate", "--machine", "arm1176-rpi1", "--guest", "--", str(prog), "width=64",
+                 "variant=unaligned-ldrd", "iters=1000", timeout=1200)
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = valid(json.loads(r.stdout))
+    from trapline import kernelio
+    samples = kernelio.parse(r.stderr).samples
+    for g, x in zip(s["regions"], samples):
+        assert g["traps"]["exception.data_abort"] == x["ops"], (g["traps"], x["ops"])
+    assert s["program_counts"]["alignment_fixups_dword"] == sum(x["ops"] for x in samples) + 1000  # + the warm-up
+    mine = statistics.median(_per_op_ns(s, r.stderr))
+    lane = trapline("run", "armv6-unaligned", "--platform", "model", "--quick", timeout=1800)
+    assert lane.returncode == 0, lane.stderr[-3000:]
+    e = json.loads(((results_dir / "latest").resolve() / "entries" / "armv6-unaligned.model.json").read_text())
+    theirs = next(g["median_ns_per_op"] for g in e["groups"] if g["variant"] == "unaligned-ldrd")
+    assert mine == pytest.approx(theirs, rel=0.10), (mine, theirs)
