@@ -225,6 +225,13 @@ def test_report_with_two_simulators_compact_cells_and_the_section(model_run, tmp
     # ./run.sh fidelity prints the side by side too
     f = trapline("fidelity", str(run))
     assert f.returncode == 0 and "## Simulators side by side" in f.stdout and "NO REASON RECORDED" in f.stdout
+    # and the page in a real browser: both cells keep their hover titles, the section is there
+    assert CHROMIUM, "Debian's chromium is missing: run.sh installs it (APT_PACKAGES)"
+    dom = _dump_dom(run / "report.html", tmp_path)
+    matrix = dom[dom.index('<table id="claim-matrix"'):]
+    matrix = matrix[:matrix.index("</table>")]
+    assert len(re.findall(r'<td class="status" data-status="reproduced" title="[^"]+"', matrix)) == 2
+    assert 'id="side-by-side-loop-order"' in dom and "<b>1.50x</b>" not in dom  # the headline ratio is not a count
 
 
 @pytest.fixture(scope="module")
