@@ -109,11 +109,12 @@ def test_counts_per_op_is_the_median_over_repetitions_and_skips_other_prefixes()
 # ------------------------------------------------------------ known_differences in the experiment file
 
 @pytest.mark.parametrize("lane, known, expected", [
-    ("host", {"l1d_misses": "why"}, "platforms.host.known_differences: the host reports no counts of its own"),
-    ("model", {"l1d_missez": "why"},
-     "platforms.model.known_differences.l1d_missez: 'l1d_missez' is not a count the timing model reports (a count "
-     "is named by its suffix, without 'model_'); valid choices: ops, instructions, cycles, l1d_misses"),
-    ("model", {"l1d_misses": "  "}, "platforms.model.known_differences.l1d_misses: needs a sentence saying why"),
+    ("host", {"l1d_misses": "why they differ"}, "platforms.host.known_differences: the host reports no counts of its own"),
+    ("model", {"l1d_missez": "why they differ"},
+     "platforms.model.known_differences.l1d_missez: a count is named here by its suffix, without 'model_': "
+     "'model_l1d_missez' is not a count the timing model reports; valid choices: model_ops, model_instructions"),
+    ("model", {"l1d_misses": " " * 12}, "platforms.model.known_differences.l1d_misses: needs a sentence saying why"),
+    ("model", {"l1d_misses": "short"}, "known_differences.l1d_misses"),  # the schema: at least 10 characters
 ])
 def test_known_differences_is_checked_with_a_sentence_naming_the_field(tmp_path, lane, known, expected):
     d = yaml.safe_load(GOOD.read_text())
@@ -126,14 +127,14 @@ def test_known_differences_is_checked_with_a_sentence_naming_the_field(tmp_path,
 def test_known_differences_loads_and_goes_into_the_entry(tmp_path):
     from trapline import entry, platforms
     d = yaml.safe_load(GOOD.read_text())
-    d["platforms"]["model"]["known_differences"] = {"trap_entries_{}": "no", "l1d_misses": "the MSHRs count twice"}
+    d["platforms"]["model"]["known_differences"] = {"trap_entries_{}": "no such count", "l1d_misses": "MSHRs count twice"}
     with pytest.raises(ExperimentError, match=r"trap_entries_\{\}"):  # a pattern is not a count
         experiment.load_file(_write(tmp_path, d))
-    d["platforms"]["model"]["known_differences"] = {"trap_entries_5": "by kind", "l1d_misses": "MSHRs count twice"}
+    d["platforms"]["model"]["known_differences"] = {"trap_entries_5": "counted by kind", "l1d_misses": "MSHRs count twice"}
     exp = experiment.load_file(_write(tmp_path, d))
     judged = analysis.judge({"not_applicable": "x"}, exp.headline, None, None)
     e = entry.build(exp, "model", judged, platforms.find("model"))
-    assert e.known_differences == {"trap_entries_5": "by kind", "l1d_misses": "MSHRs count twice"}
+    assert e.known_differences == {"trap_entries_5": "counted by kind", "l1d_misses": "MSHRs count twice"}
 
 
 # ------------------------------------------------------------ side by side: the logic, on a derived entry
@@ -225,6 +226,13 @@ def test_report_with_two_simulators_compact_cells_and_the_section(model_run, tmp
     # ./run.sh fidelity prints the side by side too
     f = trapline("fidelity", str(run))
     assert f.returncode == 0 and "## Simulators side by side" in f.stdout and "NO REASON RECORDED" in f.stdout
+    # and the page in a real browser: both cells keep their hover titles, the section is there
+    assert CHROMIUM, "Debian's chromium is missing: run.sh installs it (APT_PACKAGES)"
+    dom = _dump_dom(run / "report.html", tmp_path)
+    matrix = dom[dom.index('<table id="claim-matrix"'):]
+    matrix = matrix[:matrix.index("</table>")]
+    assert len(re.findall(r'<td class="status" data-status="reproduced" title="[^"]+"', matrix)) == 2
+    assert 'id="side-by-side-loop-order"' in dom and "<b>1.50x</b>" not in dom  # the headline ratio is not a count
 
 
 @pytest.fixture(scope="module")

@@ -175,10 +175,9 @@ def _known_differences_problems(at: str, plat, known: dict | None) -> list[str]:
     errs = []
     head = plat.name + "_"
     for suffix, why in known.items():
-        if plat.counter_problem(head + suffix):
-            valid = ", ".join(c[len(head):].replace("{}", "<k>") for c in plat.counters if c.startswith(head))
-            errs.append(f"{at}.{suffix}: '{suffix}' is not a count the {plat.label} reports (a count is named by "
-                        f"its suffix, without '{head}'); valid choices: {valid}")
+        problem = plat.counter_problem(head + suffix)
+        if problem:
+            errs.append(f"{at}.{suffix}: a count is named here by its suffix, without '{head}': {problem}")
         elif not why.strip():
             errs.append(f"{at}.{suffix}: needs a sentence saying why the simulators' {suffix} differ")
     return errs

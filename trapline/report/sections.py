@@ -182,10 +182,10 @@ def claim_matrix(entries: list[Entry], summary: dict, info: dict[str, dict] | No
     firsts: dict[str, Entry] = {}
     for e in entries:
         firsts.setdefault(e.id, e)
-    for first in sorted(firsts.values(), key=_catalogue_number):
+    ordered = sorted(firsts.values(), key=_catalogue_number)
+    for first in ordered:
         rows.append([Cell(first.catalogue), Cell(first.id, link=anchor(first))] +
                     [matrix_cell(by[first.id, p]) if (first.id, p) in by else Cell("-") for p in cols])
-    ordered = sorted(firsts.values(), key=_catalogue_number)
     words = [Cell(f"{first.catalogue} {first.id} on {by[first.id, p].label}: {cell_sentence(by[first.id, p])}. "
                   f"{by[first.id, p].note}", link=anchor(by[first.id, p]))
              for first in ordered for p in cols if (first.id, p) in by]
