@@ -67,9 +67,15 @@ def test_citation_cff_lists_every_post_of_the_catalogue():
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    """`run loop-order --quick` on every platform it lists (host and model), bundled."""
+    """`run loop-order --quick` on every platform it lists (host, model and, where there is
+    a gem5, gem5; without one its entry is not applicable), bundled."""
+    from trapline.gem5 import binary
     root = tmp_path_factory.mktemp("cite") / "results"
     env = {"TRAPLINE_RESULTS": str(root)}
+    try:
+        env["GEM5"] = str(binary.for_tests())
+    except binary.Gem5Missing:
+        env["GEM5"] = ""
     r = trapline("run", "loop-order", "--quick", env=env)
     assert r.returncode == 0, r.stderr
     path = (root / "latest").resolve()
@@ -182,8 +188,14 @@ def test_verify_reruns_the_model_lane_and_skips_the_host(run):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "skipped: loop-order.host (the host lane measures real time)" in r.stdout
     assert "rerunning loop-order on the model" in r.stdout
-    assert r.stdout.strip().splitlines()[-1].endswith(
-        "OK: every file matches SHA256SUMS; 1 deterministic model entry rerun byte-equal; 1 skipped")
+    if run["env"]["GEM5"]:  # gem5's simulated time and counts repeat bit for bit too
+        assert "rerunning loop-order on the gem5" in r.stdout
+        assert r.stdout.strip().splitlines()[-1].endswith(
+            "OK: every file matches SHA256SUMS; 2 deterministic gem5 and model entries rerun byte-equal; 1 skipped")
+    else:  # gem5's entry is not applicable (no gem5): nothing ran to rerun
+        assert "skipped: loop-order.gem5 (not applicable: no kernel ran for it)" in r.stdout
+        assert r.stdout.strip().splitlines()[-1].endswith(
+            "OK: every file matches SHA256SUMS; 1 deterministic model entry rerun byte-equal; 2 skipped")
 
 
 def test_verify_reruns_with_the_runs_machine_and_sets(tmp_path):
@@ -271,7 +283,8 @@ def test_verify_rerun_names_an_edited_model_figure(run, tmp_path):
     assert r.returncode == 1, r.stdout + r.stderr
     assert "files match SHA256SUMS" in r.stdout
     assert "FAILED: entries/loop-order.model.json: the rerun differs: reproduced: bundled" in r.stdout
-    assert "1 of 1 deterministic entries differ on rerun" in r.stdout
+    n = 2 if run["env"]["GEM5"] else 1  # the gem5 entry reruns equal beside it
+    assert f"1 of {n} deterministic entries differ on rerun" in r.stdout
 
 
 def test_cite_bundle_verify_on_a_reproduce_all_run(quick_all, tmp_path):

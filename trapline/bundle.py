@@ -36,7 +36,7 @@ from trapline import cite, results
 from trapline.errors import UsageError
 
 # fields that say when or where a run happened, not what it found
-VOLATILE = frozenset({"seconds", "started", "finished", "run_id", "path", "paths"})
+VOLATILE = frozenset({"seconds", "wall_seconds", "started", "finished", "run_id", "path", "paths"})
 
 
 # ------------------------------------------------------------------ writing

@@ -187,7 +187,10 @@ def simulate(m: machines.Machine, argv: list[str], cpu: str = DEFAULT_CPU, cores
         result_file = outdir / "trapline-result.json"
         ended = json.loads(result_file.read_text()) if result_file.exists() else None
         config = outdir / "config.ini"
-        config_sha = hashlib.sha256(config.read_bytes()).hexdigest() if config.exists() else None
+        # the run's own temporary folder (its output files' paths) hashed as $RUN: the same
+        # system on the same machine file hashes the same on every run (./run.sh verify)
+        config_sha = hashlib.sha256(config.read_text(errors="replace").replace(str(d), "$RUN").encode()
+                                    ).hexdigest() if config.exists() else None
         stats_file = outdir / "stats.txt"
         text = stats_file.read_text() if stats_file.exists() else ""
         if keep is not None:
