@@ -94,6 +94,8 @@ def _image_builder(name: str | None) -> str:
 def _platform_options(*parsers: argparse.ArgumentParser) -> None:
     """Every platform's own options (base.CommandOption, e.g. a simulator's binary) on the
     commands that run experiments; taken by the platform before anything runs."""
+    if not parsers:
+        return
     from trapline import platforms
     for cls in platforms.all().values():
         for o in cls.options:
@@ -117,7 +119,14 @@ def _exit_status(run) -> int:
     return 1 if run.summary["counts"].get("failed") else 0
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser. With the command the line starts with, the options that
+    cost imports (every platform's own options, the image builders' names) are added only
+    to that command's parser: `list` or `cite` does not load the platforms (start-up,
+    docs/performance.md). None (or an option such as --help): every parser has them all."""
+    def wanted(*parsers):
+        return [q for q in parsers if command is None or command.startswith("-") or q.prog.split()[-1] == command]
+
     p = _Parser(prog="run.sh", description="trapline: reproduce old memory-system measurements")
     sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
     sub.add_parser("list", help="every experiment id and its one-line description")
@@ -133,13 +142,15 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--fresh", action="store_true", help="start a new run instead of resuming an interrupted one")
     r.add_argument("--timeout", type=_seconds, metavar="SECONDS",
                    help="time limit of each kernel command or guest boot (default: the experiment's)")
-    _images_option(r)
+    for q in wanted(r):
+        _images_option(q)
     a = sub.add_parser("reproduce-all", help="every experiment on every available platform, one report")
     a.add_argument("--platform")
     a.add_argument("--quick", action="store_true")
     a.add_argument("--fresh", action="store_true")
     a.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="time limit of each command or guest boot")
-    _images_option(a)
+    for q in wanted(a):
+        _images_option(q)
     rp = sub.add_parser("report", help="redraw the report of a finished run")
     rp.add_argument("run_id", nargs="?", default=None)
     fi = sub.add_parser("fidelity", help="modelled against claimed figures of one or more runs, then the "
@@ -196,8 +207,9 @@ def parser() -> argparse.ArgumentParser:
                     help="embedded: worker processes (default: this machine's cores); --scheduler: wait for N workers")
     sw.add_argument("--fresh", action="store_true", help="a new sweep directory (stored points are still reused)")
     sw.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="time limit of each command or guest boot")
-    _platform_options(r, a, sm, se, sw)
-    _images_option(sw)
+    _platform_options(*wanted(r, a, sm, se, sw))
+    for q in wanted(sw):
+        _images_option(q)
     ci = sub.add_parser("cite", help="BibTeX for trapline and for a run (docs: README, 'Citing a result')")
     ci.add_argument("run", nargs="?", default=None, help="a run id, 'latest' (default) or a run directory")
     bu = sub.add_parser("bundle", help="a run as one tarball: its files, SHA256SUMS and .zenodo.json")
@@ -241,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     signal.signal(signal.SIGTERM, _terminate)
     try:
-        args = parser().parse_args(argv)
+        args = parser(argv[0] if argv else None).parse_args(argv)
         if args.command is None:
             parser().print_help()
             return 2
