@@ -282,17 +282,22 @@ class Snapshot:
         return self.path / "state"
 
 
-def snapshot_root() -> Path:
-    """cache/snapshots, or, where the cache is not writable (the Docker image run
+def _cache_dir(name: str) -> Path:
+    """cache/<name>, or, where the cache is not writable (the Docker image run
     as another uid), a directory of this user's in the temporary directory."""
-    root = build.cache_root() / "snapshots"
+    root = build.cache_root() / name
     try:
         root.mkdir(parents=True, exist_ok=True)
         if os.access(root, os.W_OK | os.X_OK):
             return root
     except OSError:
         pass
-    return Path(tempfile.gettempdir()) / f"trapline-snapshots-{os.getuid()}"
+    return Path(tempfile.gettempdir()) / f"trapline-{name.replace('/', '-')}-{os.getuid()}"
+
+
+def snapshot_root() -> Path:
+    """cache/snapshots (_cache_dir)."""
+    return _cache_dir("snapshots")
 
 
 def _split_plugin(qemu_extra: list[str] | None) -> tuple[list[str], list[str]]:
@@ -615,7 +620,7 @@ def program_image(image: Image, log=None) -> Image:
     base = image.facts.get("INITRD_SHA256") or sha256_file(image.initrd)
     inputs = {"initrd": base, "init.c": sha256_file(src), "cc": cc[1:], "gcc": tool_version(a.cc)}
     key = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
-    root = build.cache_root() / "images"
+    root = _cache_dir("images")
     dest = root / f"program-{image.arch}-{key[:24]}"
     if not (dest / "meta.json").is_file():
         root.mkdir(parents=True, exist_ok=True)
