@@ -5,8 +5,9 @@
 # the guest image and the plugin); the table gives the best wall time of the whole
 # command, QEMU's part of it (boot.sh: start to exit), the guest's own wall time of
 # the program (its init's TLG time line: emulation time under the plugin) and the
-# overhead (the command less the program's own time: boot, Python, the plugin). The program reaches the guest as a second initramfs
-# segment and the guest is booted, not restored (docs/model.md).
+# overhead (the command less the program's own time: the restore, Python, the plugin). The guest
+# is restored from the program snapshot kind (made by the untimed run) and the program written
+# into it (trapline/guest.py program_image, docs/model.md).
 #
 #   model/bench-simulate-guest.sh [runs=3] [ARCH ...]     (default: x86_64 sparc64 armv6)
 #

@@ -179,6 +179,84 @@ def test_a_hung_restored_guest_is_killed_at_its_timeout(armv6_image, own_snapsho
     assert "did not finish within 12 s" in msg and "TLG cmd 1 /trapline/bin/strlen-loop/strlen-loop" in msg
 
 
+# The program snapshot kind (simulate --guest): a user's program written into a restored
+# guest whose init (built -DTL_INIT_PROGRAM, a second initramfs segment) waits for it.
+PROGRAMS = {
+    "echo": "#include <stdio.h>\nint main(int c, char **v) { printf(\"prog argc=%d arg1=%s\\n\", c, c > 1 ? v[1] : \"-\"); return 3; }\n",
+    "crash": "int main(void) { return *(volatile int *)0; }\n",
+    "hang": "int main(void) { for (volatile int i = 0;; i++) ; }\n",
+}
+
+
+@pytest.fixture(scope="module")
+def armv6_programs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("programs")
+    a = arch_table.get("armv6")
+    out = {}
+    for name, src in PROGRAMS.items():
+        (d / f"{name}.c").write_text(src)
+        subprocess.run([a.cc, *a.cflags.split(), "-O1", "-static", "-o", str(d / name), str(d / f"{name}.c")],
+                       check=True)
+        out[name] = d / name
+    return out
+
+
+def test_the_program_kind_carries_a_program_and_keeps_its_snapshot(armv6_image, armv6_programs, own_snapshots):
+    """The program image is the lanes' initramfs with a second segment (their init and
+    their snapshot untouched: another key); a program written into the restored guest
+    runs with its arguments and exit status; a crashing program and a hung one (killed)
+    leave the snapshot as it was saved, and the next run restores it again."""
+    icount = list(arch_table.get("armv6").icount)
+    pimg = guest.program_image(armv6_image)
+    assert pimg.initrd.read_bytes().startswith(armv6_image.initrd.read_bytes())
+    assert pimg.facts["INITRD_SHA256"] != armv6_image.facts["INITRD_SHA256"]
+    assert guest.snapshot_key(pimg, icount)[0] != guest.snapshot_key(armv6_image, icount)[0]
+
+    def run(prog, arg, timeout=60, **kw):
+        return guest.boot(pimg, [f"{guest.PROGRAM_PATH} {arg}"], timeout, snapshot=True, qemu_extra=icount,
+                          program=armv6_programs[prog], **kw)
+
+    b = run("echo", "first")
+    assert b.status == 0 and b.facts["snapshot"]["used"] is True and b.facts["snapshot"]["made_now"], b.facts
+    assert b.commands[0].status == "3" and "prog argc=2 arg1=first" in b.commands[0].output, b.console[-2000:]
+    (entry,) = [p for p in own_snapshots.iterdir() if not p.name.startswith(".")]
+    meta = json.loads((entry / "meta.json").read_text())
+    assert len(meta["offsets"]) > guest.TEXT_CHUNKS  # the program's chunks follow the text's
+    saved = hashlib.sha256((entry / "state").read_bytes()).hexdigest()
+    assert saved == meta["sha256"]
+
+    c = run("crash", "x")
+    assert c.facts["snapshot"]["used"] is True and c.commands[0].status == "sig11", c.console[-2000:]
+    t0 = time.monotonic()
+    h = run("hang", "y", timeout=12, per_command_timeout=3600)  # boot.sh's 12 s kill ends it
+    assert time.monotonic() - t0 < 60 and h.status == 124 and h.facts["snapshot"]["used"] is True, h.facts
+    assert "did not finish within 12 s" in guest.describe_failure(h, 12)
+
+    assert hashlib.sha256((entry / "state").read_bytes()).hexdigest() == saved
+    assert json.loads((entry / "meta.json").read_text()) == meta
+    b2 = run("echo", "again")
+    assert b2.facts["snapshot"] == {**b2.facts["snapshot"], "used": True, "made_now": None, "notes": []}
+    assert b2.commands[0].status == "3" and "arg1=again" in b2.commands[0].output
+
+
+def test_a_program_larger_than_the_payload_is_booted_with_it(armv6_image, armv6_programs, own_snapshots,
+                                                             tmp_path):
+    """A program the snapshot's chunks cannot hold reaches a cold boot as an initramfs
+    segment instead (the snapshot is not dropped: not its fault)."""
+    icount = list(arch_table.get("armv6").icount)
+    pimg = guest.program_image(armv6_image)
+    big = tmp_path / "big"
+    big.write_bytes(armv6_programs["echo"].read_bytes() + b"\0" * (5 << 20))  # trailing bytes: still runs
+    big.chmod(0o755)
+    small = guest.boot(pimg, [f"{guest.PROGRAM_PATH} s"], 60, snapshot=True, qemu_extra=icount,
+                       program=armv6_programs["echo"])
+    assert small.facts["snapshot"]["used"] is True
+    b = guest.boot(pimg, [f"{guest.PROGRAM_PATH} big"], 60, snapshot=True, qemu_extra=icount, program=big)
+    assert b.facts["snapshot"]["used"] is False and "does not fit" in " ".join(b.facts["snapshot"]["notes"])
+    assert b.commands[0].status == "3" and "arg1=big" in b.commands[0].output, b.console[-2000:]
+    assert [p for p in own_snapshots.iterdir() if not p.name.startswith(".")]  # kept
+
+
 def test_every_sun4u_snapshot_gives_the_same_figures(sparc64_image, results_dir):
     """A sun4u snapshot is saved at a breakpoint on init's spin (boot.sh
     TRAPLINE_SNAPSHOT_BREAK), not wherever `stop` lands, so runs restored from two

@@ -124,15 +124,15 @@ def _boot_env(image: Image, append: str, qemu_extra: list[str] | None, **more: s
 
 
 def boot(image: Image, commands: list[str], timeout: float, per_command_timeout: float | None = None,
-         log=None, qemu_extra: list[str] | None = None, snapshot: bool = False) -> Boot:
+         log=None, qemu_extra: list[str] | None = None, snapshot: bool = False, program: Path | None = None) -> Boot:
     """Boot the image, run commands in order, return what the console said.
     boot.sh kills QEMU at timeout; this process adds a margin of its own.
     qemu_extra: more QEMU arguments (no spaces inside one; the timing model's
     -plugin and -icount). snapshot: start from the image's saved machine
     (made by a first boot) rather than booting; b.facts["snapshot"] says what
-    happened."""
+    happened. program (with snapshot): boot_from_snapshot."""
     if snapshot:
-        return boot_from_snapshot(image, commands, timeout, per_command_timeout, log, qemu_extra)
+        return boot_from_snapshot(image, commands, timeout, per_command_timeout, log, qemu_extra, program)
     env = _boot_env(image, append_line(commands, per_command_timeout or timeout), qemu_extra)
     return _run_boot_sh(image, env, timeout, log)
 
@@ -266,6 +266,8 @@ SNAPSHOT_CHECK = "/trapline/tests/hello snapshot-check"
 # its system timer is not saved by QEMU 7.2); one that resumed once resumed in
 # every later run. So a snapshot is saved up to this many times.
 SAVE_ATTEMPTS = 4
+TEXT_CHUNKS = 16  # images/init/init.c SNAP_CHUNKS: the payload's text; the program kind's program follows
+DOES_NOT_FIT = ("the commands", "the program")  # write_payload: a run this snapshot cannot carry (not its fault)
 
 
 @dataclass
@@ -280,17 +282,22 @@ class Snapshot:
         return self.path / "state"
 
 
-def snapshot_root() -> Path:
-    """cache/snapshots, or, where the cache is not writable (the Docker image run
+def _cache_dir(name: str) -> Path:
+    """cache/<name>, or, where the cache is not writable (the Docker image run
     as another uid), a directory of this user's in the temporary directory."""
-    root = build.cache_root() / "snapshots"
+    root = build.cache_root() / name
     try:
         root.mkdir(parents=True, exist_ok=True)
         if os.access(root, os.W_OK | os.X_OK):
             return root
     except OSError:
         pass
-    return Path(tempfile.gettempdir()) / f"trapline-snapshots-{os.getuid()}"
+    return Path(tempfile.gettempdir()) / f"trapline-{name.replace('/', '-')}-{os.getuid()}"
+
+
+def snapshot_root() -> Path:
+    """cache/snapshots (_cache_dir)."""
+    return _cache_dir("snapshots")
 
 
 def _split_plugin(qemu_extra: list[str] | None) -> tuple[list[str], list[str]]:
@@ -408,14 +415,16 @@ def _save_once(image: Image, machine_extra: list[str], key: str, inputs: dict, t
             if data is None:
                 return None, "the machine saved at init's spin holds no 'debug' run state to mark running", True
             (tmp / "state").write_bytes(data)
+        found: dict[int, list[int]] = {}
+        for mt in re.finditer(re.escape(magic) + rb"[0-9a-f]{4}", data):  # one pass (4,112 chunks: program kind)
+            found.setdefault(int(mt.group()[len(magic):], 16), []).append(mt.end())
         offsets = []
         for i in range(chunks):
-            marker = magic + b"%04x" % i
-            at = data.find(marker)
-            if at < 0 or data.find(marker, at + 1) >= 0:
-                return None, (f"the saved machine holds chunk {i}'s marker {'twice' if at >= 0 else 'nowhere'}; "
+            at = found.get(i, [])
+            if len(at) != 1:
+                return None, (f"the saved machine holds chunk {i}'s marker {'twice' if at else 'nowhere'}; "
                               "cannot write a payload into it"), True
-            offsets.append(at + len(marker))
+            offsets.append(at[0])
         meta = {"key": key, "inputs": inputs, "chunk": chunk, "header": len(magic) + 4, "offsets": offsets,
                 "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
                 "saved_in_s": round(time.monotonic() - t0, 3), "boot": b.facts,
@@ -464,18 +473,25 @@ def _saved_as_running(data: bytes) -> bytes | None:
     return data[:size] + (8).to_bytes(4, "big") + b"running\0" + data[buf + 8:]
 
 
-def write_payload(snap: Snapshot, payload: str, dest: Path) -> str | None:
+def write_payload(snap: Snapshot, payload: str, dest: Path, program: bytes | None = None) -> str | None:
     """Copy the snapshot's state to dest with the payload written after the
-    chunk markers; None, or why the snapshot cannot be used (its checksum
-    differs: corrupt or changed; or the payload does not fit). The sha256 is
+    chunk markers (the text in the first TEXT_CHUNKS; a program, the program
+    kind's, in the chunks after them, its size in the text as tlg.program=);
+    None, or why the snapshot cannot be used (its checksum
+    differs: corrupt or changed; or the payload does not fit: DOES_NOT_FIT). The sha256 is
     checked when the file's size or modification time is not the one the entry
     recorded once it was saved and checked (meta "mtime_ns"; an entry without it
     is always checked): hashing the 37-82 MB state took 0.1-0.15 s of every run."""
     meta = snap.meta
     room = meta["chunk"] - meta["header"]
+    if program is not None:
+        payload += f" tlg.program={len(program)}"
     text = payload.encode() + b"\0"
-    if len(text) > room * len(meta["offsets"]):
-        return f"the commands ({len(text)} bytes) do not fit the snapshot's {room * len(meta['offsets'])} bytes"
+    texts, progs = meta["offsets"][:TEXT_CHUNKS], meta["offsets"][TEXT_CHUNKS:]
+    if len(text) > room * len(texts):
+        return f"the commands ({len(text)} bytes) do not fit the snapshot's {room * len(texts)} bytes"
+    if program is not None and len(program) > room * len(progs):
+        return f"the program ({len(program)} bytes) does not fit the snapshot's {room * len(progs)} bytes"
     st = snap.state.stat()
     if st.st_size != meta["bytes"] or (st.st_mtime_ns != meta.get("mtime_ns")
                                        and sha256_file(snap.state) != meta["sha256"]):
@@ -483,17 +499,21 @@ def write_payload(snap: Snapshot, payload: str, dest: Path) -> str | None:
     shutil.copyfile(snap.state, dest)
     with open(dest, "r+b") as f:
         for i in range(0, len(text), room):
-            f.seek(meta["offsets"][i // room])
+            f.seek(texts[i // room])
             f.write(text[i:i + room])
+        for i in range(0, len(program or b""), room):
+            f.seek(progs[i // room])
+            f.write(program[i:i + room])
     return None
 
 
 def _restore(image: Image, snap: Snapshot, commands: list[str], timeout: float, per_command_timeout: float | None,
-             qemu_extra: list[str], state: Path, log=None, init_timeout: float = RESTORE_INIT_TIMEOUT_S) -> Boot | str:
+             qemu_extra: list[str], state: Path, log=None, init_timeout: float = RESTORE_INIT_TIMEOUT_S,
+             program: bytes | None = None) -> Boot | str:
     """One run from the snapshot (its state copied to state with the payload
     written in): the Boot, or why the snapshot cannot serve (a string)."""
     t0 = time.monotonic()
-    why = write_payload(snap, run_line(commands, per_command_timeout or timeout), state)
+    why = write_payload(snap, run_line(commands, per_command_timeout or timeout), state, program)
     if why:
         return why
     prepared = time.monotonic() - t0
@@ -504,18 +524,24 @@ def _restore(image: Image, snap: Snapshot, commands: list[str], timeout: float, 
 
 
 def boot_from_snapshot(image: Image, commands: list[str], timeout: float, per_command_timeout: float | None,
-                       log, qemu_extra: list[str] | None) -> Boot:
+                       log, qemu_extra: list[str] | None, program: Path | None = None) -> Boot:
     """The run's commands in a machine restored from the image's snapshot
-    (made first if missing); a cold boot, with a note, where that cannot be."""
+    (made first if missing); a cold boot, with a note, where that cannot be.
+    program: a user's program for the program kind (image: program_image's),
+    written into the restored guest at PROGRAM_PATH, or, on a cold boot, carried
+    there by a second initramfs segment (with_program)."""
     plugin, machine_extra = _split_plugin(qemu_extra)
     run_line(commands, per_command_timeout or timeout)  # a command init cannot take is a usage error, first
     notes: list[str] = []
+    data = Path(program).read_bytes() if program is not None else None
 
     def cold(note: str) -> Boot:
         notes.append(note)
         if log:
             log(f"    snapshot: {note}; booting")
-        b = boot(image, commands, timeout, per_command_timeout, log, qemu_extra)
+        with tempfile.TemporaryDirectory(prefix="trapline-boot-") as tmp:
+            img = with_program(image, program, Path(tmp) / "initrd")[0] if program is not None else image
+            b = boot(img, commands, timeout, per_command_timeout, log, qemu_extra)
         b.facts["snapshot"] = {"used": False, "notes": notes}
         return b
 
@@ -539,11 +565,11 @@ def boot_from_snapshot(image: Image, commands: list[str], timeout: float, per_co
         try:
             with tempfile.TemporaryDirectory(prefix="trapline-snapshot-") as tmp:
                 b = _restore(image, snap, commands, timeout, per_command_timeout, machine_extra + plugin,
-                             Path(tmp) / "state", log)
+                             Path(tmp) / "state", log, program=data)
         except OSError as e:
             return cold(f"cannot use snapshot {snap.path.name}: {e.strerror or e}")
         if isinstance(b, str):
-            if b.startswith("the commands"):
+            if b.startswith(DOES_NOT_FIT):
                 return cold(b)
             notes.append(f"snapshot {snap.path.name} dropped: {b}")
             if log:
@@ -564,13 +590,70 @@ def boot_from_snapshot(image: Image, commands: list[str], timeout: float, per_co
 
 
 # ---------------------------------------------------------------------------
-# A user's program in a guest (./run.sh simulate --guest, trapline/simulate.py):
-# it reaches the guest as a second initramfs segment (a newc cpio holding
-# /trapline/user/<name>, appended to the image's initramfs: Linux unpacks every
-# archive of its initrd in turn), and runs as a guest command through the same
-# tlg.run channel as the lanes' kernels, so the image is not rebuilt.
+# A user's program in a guest (./run.sh simulate --guest, trapline/simulate.py).
+# The program snapshot kind: the image's initramfs with a second segment holding
+# an /init built -DTL_INIT_PROGRAM (program_image; Linux unpacks every archive of
+# its initrd in turn, the later /init replacing the first), saved once per
+# arch/image/machine where that init waits for its payload, as the lanes' are;
+# each run writes the program into the restored guest through the same payload
+# (the chunks after the text ones, write_payload) and runs it as a guest command
+# through the same tlg.run channel as the lanes' kernels. The lanes' image and its
+# /init stay as they are. A cold boot (no snapshot, or a program too large for
+# the payload) carries the program as a second initramfs segment instead
+# (with_program).
 
 USER_DIR = "/trapline/user"
+PROGRAM_PATH = f"{USER_DIR}/program"  # init.c TLG_PROGRAM_PATH
+
+
+def program_image(image: Image, log=None) -> Image:
+    """The image with init built -DTL_INIT_PROGRAM appended to its initramfs (made
+    once into the cache, keyed by the initramfs, init.c, the compiler and flags;
+    written to a temporary directory renamed into place); its facts name the new
+    initramfs's sha256 (so its snapshot is its own) and, where init has it, the
+    new init's tlg_snapshot_spin."""
+    import dataclasses
+    a = arch_table.get(image.arch)
+    src = IMAGES / "init" / "init.c"
+    cc = [a.cc, *a.cflags.split(), "-O2", "-static", "-Wall", "-Wextra", f"-ffile-prefix-map={IMAGES}=images",
+          "-DTL_INIT_PROGRAM"]
+    base = image.facts.get("INITRD_SHA256") or sha256_file(image.initrd)
+    inputs = {"initrd": base, "init.c": sha256_file(src), "cc": cc[1:], "gcc": tool_version(a.cc)}
+    key = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+    root = _cache_dir("images")
+    dest = root / f"program-{image.arch}-{key[:24]}"
+    if not (dest / "meta.json").is_file():
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-program-{image.arch}-", dir=root))
+        try:
+            if log:
+                log(f"    building the {image.arch} guest's program init ({dest.name})")
+            status, _, err = run_command(cc + ["-o", str(tmp / "init"), str(src)], 300)
+            if status != 0:
+                raise RuntimeError(f"compiling init -DTL_INIT_PROGRAM failed: {tail(err, 10)}")
+            first = image.initrd.read_bytes()
+            seg = _cpio_entry("init", 0o100755, (tmp / "init").read_bytes(), 1) + _cpio_entry("TRAILER!!!", 0, b"", 0)
+            data = first + b"\0" * (-len(first) % 4) + seg + b"\0" * (-len(seg) % 512)
+            (tmp / "initrd").write_bytes(data)
+            nm = subprocess.run([f"{a.cross}nm", str(tmp / "init")], capture_output=True, text=True, timeout=60).stdout
+            spin = next((f"0x{l.split()[0].lstrip('0') or '0'}" for l in nm.splitlines()
+                         if l.endswith(" T tlg_snapshot_spin")), None)
+            meta = {"inputs": inputs, "initrd_sha256": hashlib.sha256(data).hexdigest(), "init_snapshot_spin": spin}
+            (tmp / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+            try:
+                os.rename(tmp, dest)
+            except OSError:  # another run made it meanwhile
+                if not (dest / "meta.json").is_file():
+                    raise
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+    meta = json.loads((dest / "meta.json").read_text())
+    facts = {**image.facts, "INITRD_SHA256": meta["initrd_sha256"]}
+    facts.pop("INIT_SNAPSHOT_SPIN", None)
+    if meta["init_snapshot_spin"]:
+        facts["INIT_SNAPSHOT_SPIN"] = meta["init_snapshot_spin"]
+    return dataclasses.replace(image, initrd=dest / "initrd", facts=facts)
 
 
 def _cpio_entry(name: str, mode: int, data: bytes, ino: int) -> bytes:

@@ -279,6 +279,22 @@ static char *cmdline_param(const char *cmdline, const char *name)
 #define SNAP_CHUNK 1024
 #define SNAP_CHUNKS 16
 #define SNAP_MAGIC_LEN 12
+#ifdef TL_INIT_PROGRAM
+/*
+ * The program snapshot kind (trapline/guest.py program_image: this init built with
+ * -DTL_INIT_PROGRAM, appended to the image's initramfs as a second segment, for
+ * `simulate --guest` only; the lanes' init is built without it). After the text
+ * chunks come SNAP_PROG_CHUNKS more, marked alike, that carry a user's program: the
+ * payload's tlg.program=<bytes> says how many bytes they hold (each chunk's bytes
+ * after its marker, in order); init writes them to TLG_PROGRAM_PATH (mode 0755)
+ * before it runs the commands.
+ */
+#define SNAP_PROG_CHUNKS 4096
+#define TLG_PROGRAM_DIR "/trapline/user"
+#define TLG_PROGRAM_PATH TLG_PROGRAM_DIR "/program"
+#else
+#define SNAP_PROG_CHUNKS 0
+#endif
 
 #if defined(__sparc__) && defined(__arch64__)
 /*
@@ -345,11 +361,56 @@ static void rearm_console_interrupt(void)
 }
 #endif
 
+#ifdef TL_INIT_PROGRAM
+/* The program in the chunks after the text ones (tlg.program=<bytes>) to TLG_PROGRAM_PATH. */
+static void write_program(const char *payload, const unsigned char *chunks, size_t hdr)
+{
+	char *sz = cmdline_param(payload, "tlg.program");
+	size_t left, room = SNAP_CHUNK - hdr;
+	int fd;
+
+	if (!sz)
+		return;
+	left = strtoul(sz, NULL, 10);
+	free(sz);
+	if (left > room * SNAP_PROG_CHUNKS) {
+		say("TLG warn tlg.program=%zu: more than the %zu bytes the snapshot holds\n", left,
+		    room * SNAP_PROG_CHUNKS);
+		return;
+	}
+	mkdir("/trapline", 0755);
+	mkdir(TLG_PROGRAM_DIR, 0755);
+	fd = open(TLG_PROGRAM_PATH, O_WRONLY | O_CREAT | O_TRUNC, 0755);
+	if (fd < 0) {
+		say("TLG warn open %s: %s\n", TLG_PROGRAM_PATH, strerror(errno));
+		return;
+	}
+	for (const unsigned char *c = chunks + hdr; left > 0; c += SNAP_CHUNK) {
+		size_t n = left < room ? left : room;
+
+		for (size_t done = 0; done < n;) {
+			ssize_t w = write(fd, c + done, n - done);
+
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0) {
+				say("TLG warn write %s: %s\n", TLG_PROGRAM_PATH, strerror(errno));
+				close(fd);
+				return;
+			}
+			done += w;
+		}
+		left -= n;
+	}
+	close(fd);
+}
+#endif
+
 static char *wait_for_payload(void)
 {
 	/* volatile: the compiler must not fold the marker into a constant in the binary */
 	static const volatile unsigned char seed[SNAP_MAGIC_LEN] = "tlg-snapshot";
-	size_t len = (size_t)SNAP_CHUNK * SNAP_CHUNKS, hdr = SNAP_MAGIC_LEN + 4, off = 0;
+	size_t len = (size_t)SNAP_CHUNK * (SNAP_CHUNKS + SNAP_PROG_CHUNKS), hdr = SNAP_MAGIC_LEN + 4, off = 0;
 	unsigned char *buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	char hex[2 * SNAP_MAGIC_LEN + 1];
 	char *out;
@@ -359,7 +420,7 @@ static char *wait_for_payload(void)
 		return NULL;
 	}
 	memset(buf, 0, len);
-	for (int i = 0; i < SNAP_CHUNKS; i++) {
+	for (int i = 0; i < SNAP_CHUNKS + SNAP_PROG_CHUNKS; i++) {
 		unsigned char *c = buf + (size_t)i * SNAP_CHUNK;
 
 		for (int j = 0; j < SNAP_MAGIC_LEN; j++)
@@ -368,7 +429,7 @@ static char *wait_for_payload(void)
 	}
 	for (int j = 0; j < SNAP_MAGIC_LEN; j++)
 		snprintf(hex + 2 * j, 3, "%02x", buf[j]);
-	say("TLG ready magic=%s chunk=%d chunks=%d\n", hex, SNAP_CHUNK, SNAP_CHUNKS);
+	say("TLG ready magic=%s chunk=%d chunks=%d\n", hex, SNAP_CHUNK, SNAP_CHUNKS + SNAP_PROG_CHUNKS);
 #if defined(__sparc__) && defined(__arch64__)
 	tcdrain(1);
 	spin_until_set(buf + hdr);
@@ -404,6 +465,10 @@ static char *wait_for_payload(void)
 			break;
 	}
 	out[off] = '\0';
+#ifdef TL_INIT_PROGRAM
+	write_program(out, buf + (size_t)SNAP_CHUNKS * SNAP_CHUNK, hdr);
+	munmap(buf, len);
+#endif
 	return out;
 }
 

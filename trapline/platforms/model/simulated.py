@@ -86,21 +86,22 @@ def user_run(platform, machine, program, argv: list[str], raw: dict, so: str, se
 
 def guest_run(platform, machine, argv: list[str], program, timeout: float, guest_plugin_args) -> simstats.Run:
     """The program under Linux in the arch's guest, with the model (guest_plugin_args: the
-    guest lane's plugin options, trapline.platforms.model)."""
+    guest lane's plugin options, trapline.platforms.model): restored from the program
+    snapshot kind (trapline/guest.py program_image), the program written into it."""
     ctx = platform.ctx
     a = arch_table.get(machine.arch)
     image = ctx.image(machine.arch)
     layout = a.numa
+    img = guest.program_image(image, ctx.log)
+    cmd = guest.program_command(guest.PROGRAM_PATH, argv[1:])
     with tempfile.TemporaryDirectory(prefix="trapline-simulate-") as tmp:
-        img, path = guest.with_program(image, Path(program.path), Path(tmp) / "initrd")
-        cmd = guest.program_command(path, argv[1:])
         out = Path(tmp) / "stats.json"
         opts = [str(built_plugin(ctx)), f"arch={machine.arch}", f"out={out}"] + guest_plugin_args(machine, image)
         if machine.numa_cycles():  # as many nodes as the guest's (ModelPlatform.simulate_problem)
             opts += [f"numa_mem={':'.join(str(b) for b in layout.node_bytes)}",
                      f"numa_cpus={':'.join(str(c) for c in layout.cpu_nodes)}"]
         b = guest.boot(img, [cmd], timeout + GUEST_BOOT_S, per_command_timeout=timeout, log=ctx.log,
-                       qemu_extra=["-plugin", ",".join(opts)] + list(a.icount))
+                       qemu_extra=["-plugin", ",".join(opts)] + list(a.icount), snapshot=True,
+                       program=Path(program.path))
         raw = json.loads(out.read_text()) if out.exists() and out.stat().st_size else {}
     return guest.program_result(common(type(platform), machine, program, argv, "guest", raw, None), b, timeout)
-
