@@ -77,3 +77,34 @@ def gem5_binary():
         return binary.for_tests()
     except binary.Gem5Missing as e:
         pytest.skip(f"no gem5: {e}")
+
+
+# ------------------------------------------------ a real Dask scheduler and workers on 127.0.0.1 (tests 47, 89)
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def dask(*args, env: dict | None = None) -> subprocess.Popen:
+    """`dask scheduler|worker ARGS` from the venv, in a session of its own (kill it with os.killpg)."""
+    exe = Path(sys.executable).parent / "dask"
+    return subprocess.Popen([str(exe), *args], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT), MPLBACKEND="Agg",
+                                                                **(env or {})),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def wait_listening(port: int, proc: subprocess.Popen, seconds: float = 90) -> None:
+    """Until the scheduler proc listens on port (slow to start on a busy machine); fails if it ends first."""
+    import socket
+    import time
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+            return
+        except OSError:
+            assert time.monotonic() < deadline and proc.poll() is None, "dask scheduler did not start"
+            time.sleep(0.2)

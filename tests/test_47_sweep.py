@@ -8,7 +8,6 @@ point lasts a second or two (rows x cols=2048 instead of quick's 512 x 512)."""
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, trapline
+from conftest import ROOT, dask, free_port, trapline, wait_listening
 
 GRID = ["--set", "rows=2048,4096", "--set", "cols=2048", "--set", "tlb.dtlb.entries=64,1024,4096"]
 SWEEP = ["sweep", "loop-order", "--quick", *GRID]
@@ -89,19 +88,6 @@ def test_embedded_sweep_writes_the_table_plots_report_and_manifest(embedded):
     assert not list((results / "sweeps" / ".incomplete").iterdir())
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _dask(*args) -> subprocess.Popen:
-    dask = Path(sys.executable).parent / "dask"
-    env = dict(os.environ, PYTHONPATH=str(ROOT), MPLBACKEND="Agg")
-    return subprocess.Popen([str(dask), *args], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-
-
 def _point_qemu(pid: int) -> tuple[int, list[str]] | None:
     """(pid, argv) of the QEMU below pid that runs a point's kernel: argv[0] a qemu-*
     and the kernel's rows= among its arguments. Not any qemu-*: a worker also asks
@@ -128,23 +114,16 @@ def test_distributed_sweep_survives_a_killed_worker(embedded, tmp_path):
     point to the other worker, and every point is stored once, with the embedded run's
     figures to the last digit."""
     _, emb_dir, _ = embedded
-    port, pa, pb = _free_port(), _free_port(), _free_port()
+    port, pa, pb = free_port(), free_port(), free_port()
     sched = f"tcp://127.0.0.1:{port}"
-    procs = [_dask("scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard")]
+    procs = [dask("scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard")]
     results = tmp_path / "results"
     sweep = None
     try:
-        deadline = time.monotonic() + 90  # the scheduler listening (slow to start on a busy machine)
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=2).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline and procs[0].poll() is None, "dask scheduler did not start"
-                time.sleep(0.2)
-        a = _dask("worker", sched, "--nthreads", "1", "--no-nanny", "--host", "127.0.0.1",
+        wait_listening(port, procs[0])
+        a = dask("worker", sched, "--nthreads", "1", "--no-nanny", "--host", "127.0.0.1",
                   "--worker-port", str(pa), "--no-dashboard", "--death-timeout", "120")
-        b = _dask("worker", sched, "--nthreads", "1", "--no-nanny", "--host", "127.0.0.1",
+        b = dask("worker", sched, "--nthreads", "1", "--no-nanny", "--host", "127.0.0.1",
                   "--worker-port", str(pb), "--no-dashboard", "--death-timeout", "120")
         procs += [a, b]
         env = dict(os.environ, PYTHONPATH=str(ROOT), TRAPLINE_RESULTS=str(results))

@@ -9,15 +9,11 @@ small points."""
 import json
 import os
 import signal
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, trapline
+from conftest import dask, free_port, trapline, wait_listening
 
 TINY = ["--set", "rows=128", "--set", "cols=512"]
 
@@ -150,36 +146,16 @@ def test_gem5_and_the_model_agree_on_l1d_misses_per_operation(gem5_binary, runs)
 
 # ------------------------------------------------ a sweep on a real Dask scheduler and workers
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _dask(*args, env: dict) -> subprocess.Popen:
-    dask = Path(sys.executable).parent / "dask"
-    return subprocess.Popen([str(dask), *args], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT),
-                                                                  MPLBACKEND="Agg", **env),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-
-
 def test_sweep_of_two_gem5_points_on_dask_workers(gem5_binary, tmp_path):
-    port = _free_port()
+    port = free_port()
     sched = f"tcp://127.0.0.1:{port}"
     env = {"GEM5": str(gem5_binary)}
-    procs = [_dask("scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard", env=env)]
+    procs = [dask("scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard", env=env)]
     results = tmp_path / "results"
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=2).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline and procs[0].poll() is None, "dask scheduler did not start"
-                time.sleep(0.2)
+        wait_listening(port, procs[0])
         for _ in range(2):
-            procs.append(_dask("worker", sched, "--nthreads", "1", "--no-nanny", "--host", "127.0.0.1",
+            procs.append(dask("worker", sched, "--nthreads", "1", "--no-nanny", "--host", "127.0.0.1",
                                "--no-dashboard", "--death-timeout", "120", env=env))
         r = trapline("sweep", "loop-order", "--platform", "gem5", "--quick", "--set", "rows=32,64", "--set", "cols=64",
                      "--set", "gem5.cpu=timing", "--scheduler", sched, "--workers", "2",

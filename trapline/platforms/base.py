@@ -307,6 +307,17 @@ def guest_line(label: str, g: dict) -> str:
             f"initramfs sha256 {str(g.get('initrd_sha256') or '-')[:12]}, {images_words(g.get('images'))}")
 
 
+def machine_lines(label: str, machines_facts: dict) -> list[str]:
+    """The report's lines for the machines a platform that takes a machine ran (describe()'s
+    "machines": Machine.to_dict() by name), with the --set values applied and the file's hash."""
+    out = []
+    for m in machines_facts.values():
+        sets = f" with {', '.join(m['sets'])}" if m.get("sets") else ""
+        out.append(f"{label} machine: {m.get('summary', m.get('name'))}{sets} "
+                   f"({m.get('file')}, sha256 {str(m.get('file_sha256') or '-')[:12]})")
+    return out
+
+
 def images_words(images: dict | None) -> str:
     """Which builder made a guest's image: 'debian images', or 'buildroot images
     (Buildroot 2026.02.3, trapline_armv6_defconfig sha256 ...)'."""

@@ -31,7 +31,7 @@ from trapline.errors import RunFailed, UsageError
 from trapline.gem5 import binary, export, run as gem5_run, stats
 from trapline.paths import ROOT
 from trapline.platforms.base import (CommandOption, Lane, Platform, PlatformRun, check_kernel_sets, kernel_args,
-                                     machine_provenance)
+                                     machine_lines, machine_provenance)
 from trapline.proc import tail
 
 FLAVOUR = "gem5"          # the kernels' build flavour with m5-op region markers (kernels/common)
@@ -106,11 +106,7 @@ class Gem5Platform(Platform):
         g = f.get("gem5", {})
         out = [f"{cls.label}: {g.get('version', '?')}, binary sha256 {str(g.get('sha256') or '-')[:12]}, "
                f"ISAs {', '.join(g.get('isas', [])) or '?'}, SE mode (gem5_configs/run_se.py)"]
-        for m in f.get("machines", {}).values():
-            sets = f" with {', '.join(m['sets'])}" if m.get("sets") else ""
-            out.append(f"{cls.label} machine: {m.get('summary', m.get('name'))}{sets} "
-                       f"({m.get('file')}, sha256 {str(m.get('file_sha256') or '-')[:12]})")
-        return out
+        return out + machine_lines(cls.label, f.get("machines", {}))
 
     def describe(self) -> dict:
         ctx = self.ctx

@@ -36,7 +36,8 @@ from trapline import arch as arch_table, build, guest, images, kernelio, machine
 from trapline.errors import UsageError
 from trapline.kernelio import MODELLED_TIMER
 from trapline.platforms.base import (GuestLane, Lane, Platform, PlatformRun, calibrated_on as base_calibrated_on,
-                                     check_kernel_sets, guest_line, kernel_args, machine_provenance, rests_on)
+                                     check_kernel_sets, guest_line, kernel_args, machine_lines, machine_provenance,
+                                     rests_on)
 from trapline.platforms.model.counters import COUNTERS, region_counts
 from trapline.platforms.model.plugin_build import TOOL as PLUGIN_TOOL, plugin as built_plugin
 from trapline.plugin import args as plugin_args
@@ -223,11 +224,7 @@ class ModelPlatform(Platform):
         plugin = Path(f["plugin"]).parent.name[:12] if f.get("plugin") else "-"
         out = [f"{cls.label}: plugin build {plugin}" + "".join(f"; user mode: {v}" for v in f.get("qemu", {}).values())]
         out += [guest_line(f"{cls.label} guest ({arch})", g) for arch, g in sorted(f.get("guests", {}).items())]
-        for m in f.get("machines", {}).values():
-            sets = f" with {', '.join(m['sets'])}" if m.get("sets") else ""
-            out.append(f"{cls.label} machine: {m.get('summary', m.get('name'))}{sets} "
-                       f"({m.get('file')}, sha256 {str(m.get('file_sha256') or '-')[:12]})")
-        return out
+        return out + machine_lines(cls.label, f.get("machines", {}))
 
     def describe(self) -> dict:
         ctx = self.ctx
