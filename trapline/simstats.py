@@ -62,6 +62,24 @@ def figures(**values) -> dict:
     return out
 
 
+def add_up(blocks: list[dict], skip: tuple[str, ...] = ()) -> dict:
+    """Regions' counts added up into one (nested dicts and lists of counts alike; a key
+    missing from a block keeps the others' value; keys in skip are left out): the total
+    of a run from its marked regions, for every platform's simulate."""
+    def add(a, b):
+        if isinstance(a, dict) and isinstance(b, dict):
+            return {k: add(a.get(k), b.get(k)) for k in set(a) | set(b)}
+        if isinstance(a, list) and isinstance(b, list):
+            return [x + y for x, y in zip(a, b)]
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+            return a + b
+        return a if b is None else b
+    out: dict = {}
+    for g in blocks:
+        out = add(out, {k: v for k, v in g.items() if k not in skip})
+    return out
+
+
 def stats(platform, machine, program, argv: list[str], mode: str, exit_status: int | None,
           time_kind: str, total: dict, regions: list[dict], rests_on: dict[str, str], raw) -> dict:
     """The common stats of one run (platform: its class; program: trapline.program.Program)."""

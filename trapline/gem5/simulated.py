@@ -30,17 +30,9 @@ def block(g: dict) -> dict:
     return simstats.figures(seconds=g["seconds"], **{f: c[k] for k, f in FIGURES.items() if k in c})
 
 
-def _sum(blocks: list[dict]) -> dict:
-    out: dict = {}
-    for b in blocks:
-        for k, v in b.items():
-            out[k] = out.get(k, 0) + v
-    return out
-
-
 def common(platform, machine, program, argv: list[str], r: gem5_run.Gem5Result) -> dict:
     regions = [block(g) for g in r.regions]
-    total = _sum(regions) if regions else (block(r.tail_region) if r.tail_region else {})
+    total = simstats.add_up(regions) if regions else (block(r.tail_region) if r.tail_region else {})
     raw = {"gem5": {k: r.gem5.get(k) for k in ("sha256", "version", "isas")}, "cpu": r.cpu, "cores": r.cores,
            "ticks": r.ticks, "config_sha256": r.config_sha256, "host_seconds": round(r.seconds, 3),
            "regions": r.regions, "exit_region": r.tail_region}

@@ -52,27 +52,15 @@ def common(platform, machine, program, argv, mode: str, raw: dict, status: int |
     marked = [g for g in raw.get("regions", []) if g.get("marked") and g.get("index") != "overflow"]
     marked.sort(key=lambda g: g.get("seq", 0))
     if mode == "guest":  # only the regions are modelled: the total is theirs
-        total = block(_sum(marked), clock) if marked else {}
+        total = block(simstats.add_up(marked, NOT_COUNTS), clock) if marked else {}
     else:
         total = block(raw["total"], clock) if raw.get("total") else {}
     return simstats.stats(platform, machine, program, argv, mode, status, "simulated", total,
                           [block(g, clock) for g in marked], RESTS_ON, raw)
 
 
-def _sum(regions: list[dict]) -> dict:
-    """The regions' counts added up (nested dicts and lists of counts alike)."""
-    def add(a, b):
-        if isinstance(a, dict) and isinstance(b, dict):
-            return {k: add(a.get(k), b.get(k)) for k in set(a) | set(b)}
-        if isinstance(a, list) and isinstance(b, list):
-            return [x + y for x, y in zip(a, b)]
-        if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
-            return a + b
-        return a if b is None else b
-    out: dict = {}
-    for g in regions:
-        out = add(out, {k: v for k, v in g.items() if k not in ("vcpu", "index", "marked", "closed_by", "seq")})
-    return out
+# the plugin's bookkeeping in a region, not counts to add up
+NOT_COUNTS = ("vcpu", "index", "marked", "closed_by", "seq")
 
 
 def user_run(platform, machine, program, argv: list[str], raw: dict, so: str, se: str, status: int | None,
