@@ -80,6 +80,31 @@ def parse(text: str) -> KernelOutput:
     return out
 
 
+# what a sample is besides its parameters, for the counts a simulator pairs with it
+NOT_PARAMS = ("exp", "kind", "rep", "ns", "user_ns", "sys_ns", "cycles", "iters")
+
+
+def pair_regions(out: KernelOutput, regions: list[dict], what: str, mismatch: str, ns, counts, timer: dict
+                 ) -> str | None:
+    """Give sample i a simulator's region i: its time (ns(region), at least 1 ns), its
+    cycles, and its counts (counts(region, ops): {name: value}) as counters with the
+    sample's parameters (repetitions collapse to their median); the kernel's clock is not
+    what times a sample (out.timer = timer). An error message if they do not pair one to
+    one: "WHAT: <mismatch, with {regions} and {samples}>". The model's and gem5's lanes."""
+    if len(regions) != len(out.samples):
+        return f"{what}: " + mismatch.format(regions=len(regions), samples=len(out.samples))
+    out.timer = dict(timer)
+    for s, g in zip(out.samples, regions):
+        s["ns"] = max(1, round(ns(g)))
+        s["cycles"] = g["cycles"]
+        s.pop("user_ns", None)
+        s.pop("sys_ns", None)
+        params = {k: v for k, v in s.items() if k not in NOT_PARAMS}
+        for name, value in counts(g, s["ops"]).items():
+            out.counts.append({**params, "kind": "count", "name": name, "value": value})
+    return None
+
+
 def group_key(sample: dict) -> tuple:
     """Samples of the same variant with the same parameters form one group."""
     params = tuple(sorted((k, v) for k, v in sample.items() if k not in SAMPLE_KEYS))

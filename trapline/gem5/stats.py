@@ -265,27 +265,14 @@ def region_counts(g: dict, ops: int) -> dict[str, int]:
     return {"gem5_ops": ops, **g["counts"]}
 
 
-_NOT_PARAMS = ("exp", "kind", "rep", "ns", "user_ns", "sys_ns", "cycles", "iters")  # as platforms/model.py
-
-
 def pair_regions(out: kernelio.KernelOutput, regions_: list[dict], what: str) -> str | None:
     """Give sample i gem5's time of region i (its simulated ticks, as ns) and cycles, and
-    its counts as gem5_* counters with the sample's parameters (as the model's
-    pair_regions does with model_*); an error message if they do not pair one to one."""
-    if len(regions_) != len(out.samples):
-        return (f"{what}: gem5 dumped {len(regions_)} regions for {len(out.samples)} samples; they must pair up "
-                "one to one (is the kernel built in the gem5 flavour?)")
-    out.timer = {"source": "gem5", "res_ns": 0, "min_delta_ns": 0}  # the kernel's clock is not what times a sample
-    for s, g in zip(out.samples, regions_):
-        s["ns"] = max(1, round(g["ticks"] / 1000))
-        s["cycles"] = g["cycles"]
-        s.pop("user_ns", None)
-        s.pop("sys_ns", None)
-        # as the model's: the sample's parameters (repetitions collapse to their median)
-        params = {k: v for k, v in s.items() if k not in _NOT_PARAMS}
-        for name, value in region_counts(g, s["ops"]).items():
-            out.counts.append({**params, "kind": "count", "name": name, "value": value})
-    return None
+    its counts as gem5_* counters with the sample's parameters (kernelio.pair_regions, as
+    the model's pair_regions does with model_*); an error message if they do not pair one to one."""
+    return kernelio.pair_regions(out, regions_, what, "gem5 dumped {regions} regions for {samples} samples; they "
+                                 "must pair up one to one (is the kernel built in the gem5 flavour?)",
+                                 ns=lambda g: g["ticks"] / 1000, counts=region_counts,
+                                 timer={"source": "gem5", "res_ns": 0, "min_delta_ns": 0})
 
 
 def markdown() -> str:

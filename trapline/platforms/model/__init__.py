@@ -305,24 +305,11 @@ def guest_plugin_args(m: machines.Machine, image: images.Image) -> list[str]:
 
 def pair_regions(out: kernelio.KernelOutput, regions: list[dict], clock: float, what: str) -> str | None:
     """Give sample i the model's time of region i (cycles / clock) and its
-    event counts as model_* counters with the sample's parameters; an error
-    message if they do not pair up one to one."""
-    if len(regions) != len(out.samples):
-        return (f"{what}: the model reported {len(regions)} regions for {len(out.samples)} samples; they must "
-                "pair up one to one")
-    out.timer = dict(MODELLED_TIMER)  # the kernel's clock is not what times a sample
-    for s, g in zip(out.samples, regions):
-        s["ns"] = max(1, round(g["cycles"] / clock * 1e9))
-        s["cycles"] = g["cycles"]
-        s.pop("user_ns", None)
-        s.pop("sys_ns", None)
-        # the model's event counts for this region, as counters with the
-        # sample's parameters (repetitions collapse to their median)
-        params = {k: v for k, v in s.items() if k not in ("exp", "kind", "rep", "ns", "user_ns", "sys_ns",
-                                                          "cycles", "iters")}
-        for name, value in region_counts(g, s["ops"]).items():
-            out.counts.append({**params, "kind": "count", "name": name, "value": value})
-    return None
+    event counts as model_* counters with the sample's parameters
+    (kernelio.pair_regions); an error message if they do not pair up one to one."""
+    return kernelio.pair_regions(out, regions, what, "the model reported {regions} regions for {samples} samples; "
+                                 "they must pair up one to one", ns=lambda g: g["cycles"] / clock * 1e9,
+                                 counts=region_counts, timer=MODELLED_TIMER)
 
 
 # In system mode a trap runs the guest kernel's own handler under the model: no
