@@ -92,13 +92,13 @@ RUN useradd --uid 1000 --user-group --create-home --shell /bin/bash trapline \
          { [ -f "$GEM5" ] && [ -x "$GEM5" ]; } \
            || { echo "GEM5: '$GEM5' is not an executable file in the build context (docs/docker.md)" >&2; exit 2; }; \
          ln -s "$(realpath "$GEM5")" /usr/local/bin/gem5.opt \
-         && GEM5= ./run.sh python -m trapline.gem5.binary \
+         && GEM5= ./run.sh python -m trapline.platforms.gem5 binary \
          && chmod -R a+rX "$TRAPLINE_CACHE"; \
        fi
 USER trapline
 RUN ./run.sh list >/dev/null && ./run.sh build >/dev/null && ./run.sh images >/dev/null \
     && sh model/build.sh >/dev/null \
-    && if [ -n "$GEM5" ]; then GEM5= ./run.sh python -m trapline.gem5.binary >/dev/null; fi
+    && if [ -n "$GEM5" ]; then GEM5= ./run.sh python -m trapline.platforms.gem5 binary >/dev/null; fi
 
 ENTRYPOINT ["/opt/trapline/run.sh"]
 CMD ["reproduce-all"]

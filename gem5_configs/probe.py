@@ -2,7 +2,7 @@
 
     gem5 -q gem5_configs/probe.py      ->  TRAPLINE-PROBE {"version": "24.0.0.1", "isas": ["SPARC", "X86"], ...}
 
-Run by trapline.gem5.binary.facts (about 0.2 s, cached by the binary's sha256):
+Run by trapline.platforms.gem5.binary.facts (about 0.2 s, cached by the binary's sha256):
 ``gem5.opt --version`` does not exist and ``-B`` fails in v24 ("module
 'm5.defines' has no attribute 'gem5Version'"), but the embedded Python knows.
 

@@ -1,6 +1,6 @@
 """Run a static program in gem5's SE mode on a trapline machine.
 
-    python -m trapline.gem5 --machine x86-2012-server -o machine.json      # trapline side
+    python -m trapline.platforms.gem5 --machine x86-2012-server -o machine.json      # trapline side
     gem5 gem5_configs/run_se.py --params machine.json [--cpu timing|minor|o3] [--cores N] -- PROGRAM [ARGS]
 
 ``gem5`` is a gem5 binary built for the machine's ISA (build/X86/gem5.opt,
@@ -18,7 +18,7 @@ then exits with the program's exit status.
 A program built with -DTL_GEM5 (trapline's gem5 kernel flavour) resets gem5's
 statistics where each measured region begins and dumps them where it ends (m5
 ops), so stats.txt holds one block per region and a last block from the last
-region's start to the exit (trapline.gem5.stats reads them).
+region's start to the exit (trapline.platforms.gem5.stats reads them).
 
 --stdout/--stderr send the program's output to files (gem5's own messages stay
 on gem5's stderr); --cores gives the processor that many cores (SE mode runs
@@ -62,8 +62,8 @@ PROGRAM_EXIT = "exiting with last active thread context"
 def parse_args(argv):
     ap = argparse.ArgumentParser(
         prog="gem5 gem5_configs/run_se.py",
-        description="Run a static program in SE mode on a trapline machine (JSON from python -m trapline.gem5).")
-    ap.add_argument("--params", required=True, help="machine JSON written by python -m trapline.gem5")
+        description="Run a static program in SE mode on a trapline machine (JSON from python -m trapline.platforms.gem5).")
+    ap.add_argument("--params", required=True, help="machine JSON written by python -m trapline.platforms.gem5")
     ap.add_argument("--cpu", choices=sorted(CPU_TYPES), default="timing",
                     help="gem5 CPU model: timing (default; not pipelined), minor (in-order pipeline), o3")
     ap.add_argument("--mem-size", default=None, help="simulated memory size (default from the JSON, 512MiB)")

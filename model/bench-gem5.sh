@@ -1,7 +1,7 @@
 #!/bin/bash
 # bench-gem5.sh - how slow gem5 is: simulated instructions per second of gem5's
 # TimingSimpleCPU and O3CPU beside the timing model's, on the same kernel and
-# machine, in one interleaved run (trapline/gem5/bench.py says how it measures).
+# machine, in one interleaved run (trapline/platforms/gem5/bench.py says how it measures).
 #
 #   model/bench-gem5.sh [--runs 3] [--machine x86-2012-server] [-- EXP/BINARY key=value ...]
 #
@@ -11,4 +11,4 @@
 # --gem5 PATH (docs/gem5.md). Figures: docs/performance.md.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-exec "$ROOT/run.sh" python -m trapline.gem5.bench "$@"
+exec "$ROOT/run.sh" python -m trapline.platforms.gem5.bench "$@"

@@ -58,7 +58,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/trapline-bench-x86.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 SIZE="-DN=262144 -DSPIN=200000"
 
-# The machines' plugin options (trapline.plugin.args of the machine YAML at
+# The machines' plugin options (trapline.platforms.model.plugin.args of the machine YAML at
 # the time of writing, as in tests/data/plugin_args.json).
 X86_MODEL="cpi=0.57,l1i_size=32768,l1i_assoc=8,l1i_line=64,l1i_lat=4,l1d_size=32768,l1d_assoc=8,l1d_line=64"
 X86_MODEL+=",l1d_lat=4,l1d_write=wb,l2_size=262144,l2_assoc=8,l2_line=64,l2_lat=12,l3_size=20971520,l3_assoc=20"

@@ -69,10 +69,10 @@ def quick_all(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def gem5_binary():
-    """A real gem5 (trapline.gem5.binary.for_tests: GEM5 or gem5.opt on PATH, else the
+    """A real gem5 (trapline.platforms.gem5.binary.for_tests: GEM5 or gem5.opt on PATH, else the
     shared binary in ../shared/gem5/ unpacked into the cache by its sha256). Without
     one the test is skipped, and -ra prints why."""
-    from trapline.gem5 import binary
+    from trapline.platforms.gem5 import binary
     try:
         return binary.for_tests()
     except binary.Gem5Missing as e:

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from trapline import machine as M
-from trapline.plugin import args as plugin_args
-from trapline import plugin as P
+from trapline.platforms.model.plugin import args as plugin_args
+from trapline.platforms.model import plugin as P
 from trapline.errors import UsageError
 
 MACHINES = ["arm1176-rpi1", "generic-2020s-x86", "ultrasparc-iv-plus", "ultrasparc-t1", "x86-2012-server"]

@@ -1,7 +1,7 @@
 """The gem5 side of the machine descriptions (gem5_configs/trapline_gem5/,
 gem5_configs/run_se.py, trapline/gem5.py).
 
-trapline writes the typed machine as JSON (trapline.gem5.export: every number
+trapline writes the typed machine as JSON (trapline.platforms.gem5.machine_json.export: every number
 in bytes, Hz or cycles); params.py maps that JSON, as run_se.py does inside gem5.
 
 gem5 is not installed here, so: the parameters are checked against the
@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from trapline import gem5 as G
+from trapline.platforms.gem5 import machine_json as G
 from trapline import machine as M
-from trapline.plugin import args as plugin_args
+from trapline.platforms.model.plugin import args as plugin_args
 
 ROOT = Path(__file__).resolve().parent.parent
 GEM5_CONFIGS = ROOT / "gem5_configs"
@@ -193,7 +193,7 @@ def test_clamped_latency_is_noted_not_hidden():
 # ------------------------------------------------------------------ --set and the JSON
 
 def run_export(*args):
-    return subprocess.run([sys.executable, "-m", "trapline.gem5", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "trapline.platforms.gem5", *args], capture_output=True, text=True,
                           cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=120)
 
 
@@ -266,7 +266,7 @@ def test_params_takes_only_the_typed_machine_json(machines):
     """params.py parses no unit: it refuses anything but trapline's typed JSON, naming it."""
     m = machines["x86-2012-server"]
     for bad in (m, m.data):
-        with pytest.raises(P.ParamsError, match="typed machine JSON written by python -m trapline.gem5"):
+        with pytest.raises(P.ParamsError, match="typed machine JSON written by python -m trapline.platforms.gem5"):
             P.from_machine(bad)
     d = typed(m)
     d["format"] = 99

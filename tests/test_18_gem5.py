@@ -23,8 +23,8 @@ import pytest
 
 from trapline import build, kernelio, machine as M
 from trapline.errors import RunFailed, UsageError
-from trapline import gem5 as G
-from trapline.gem5 import binary, run, stats
+from trapline.platforms.gem5 import machine_json as G
+from trapline.platforms.gem5 import binary, run, stats
 from trapline.platforms.model.counters import COUNTERS as MODEL_COUNTERS
 
 from conftest import ROOT
@@ -166,7 +166,7 @@ def test_gem5_counters_mirror_the_models_by_suffix():
         assert f"model_{suffix}" in model and f"gem5_{suffix}" in gem5, suffix
     assert all(c.name.startswith("gem5_") and c.doc for c in stats.COUNTERS)
     assert stats.markdown() in (ROOT / "docs" / "gem5.md").read_text(), \
-        "docs/gem5.md's counters table is stale: paste python -c 'from trapline.gem5 import stats; print(stats.markdown())'"
+        "docs/gem5.md's counters table is stale: paste python -c 'from trapline.platforms.gem5 import stats; print(stats.markdown())'"
 
 
 # ------------------------------------------------------------------ a real gem5

@@ -69,7 +69,7 @@ def test_citation_cff_lists_every_post_of_the_catalogue():
 def run(tmp_path_factory):
     """`run loop-order --quick` on every platform it lists (host, model and, where there is
     a gem5, gem5; without one its entry is not applicable), bundled."""
-    from trapline.gem5 import binary
+    from trapline.platforms.gem5 import binary
     root = tmp_path_factory.mktemp("cite") / "results"
     env = {"TRAPLINE_RESULTS": str(root)}
     try:

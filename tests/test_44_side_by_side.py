@@ -2,7 +2,7 @@
 
 The model entry is a REAL run (loop-order --platform model --quick at 128x128, user
 mode, deterministic). The second simulator is, where a gem5 exists, the REAL gem5
-(trapline.gem5.run on the same kernel, arguments and machine, timing CPU), judged by the
+(trapline.platforms.gem5.run on the same kernel, arguments and machine, timing CPU), judged by the
 model lane's own metrics with its gem5_* counts: an entry as gem5's lane gives it. The
 pure rendering logic (ratios, the >25% lines, a missing reason) runs on an entry DERIVED
 from the real model entry: its platform renamed, its counts per operation scaled by
@@ -240,7 +240,7 @@ def gem5_entry(model_run, gem5_binary):
     """loop-order under the REAL gem5 (timing CPU) with the model lane's quick arguments at
     128x128, judged by the model lane's metrics with gem5's counters: gem5's entry."""
     from trapline import build, entry, machine as machines
-    from trapline.gem5 import run as g5run, stats
+    from trapline.platforms.gem5 import run as g5run, stats
     exp = experiment.get("loop-order")
     spec = copy.deepcopy(exp.platform("model"))
     for f in spec["figures"]:  # gem5_* where the model lane reads model_*
@@ -265,7 +265,7 @@ def gem5_entry(model_run, gem5_binary):
 
 class Gem5Facts:
     """What entry.build asks of a platform class, as gem5's platform module declares it
-    (it lands on another branch; this test runs the real gem5 through trapline.gem5.run)."""
+    (it lands on another branch; this test runs the real gem5 through trapline.platforms.gem5.run)."""
     name, label, times, counters = "gem5", "gem5", "predicted", ("gem5_{}",)
     meaning = "cycles of a real gem5 (here its timing CPU) for the same machine description"
 

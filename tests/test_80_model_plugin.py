@@ -14,8 +14,8 @@ mode, checked against independent oracles:
 - instruction counts equal a one-callback-per-instruction reference plugin;
 - locked RMW, prefetch classes, regions, options and determinism;
 - the option table (model/plugin/options.def): help=json prints exactly what
-  trapline/plugin.py parses from it, values outside a row's range are refused
-  naming the option and the range, trapline.plugin.args maps every machine as
+  trapline/platforms/model/plugin.py parses from it, values outside a row's range are refused
+  naming the option and the range, trapline.platforms.model.plugin.args maps every machine as
   the hand-written mapping did (tests/data/plugin_args.json), and docs/model.md carries the generated
   table.
 
@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 
 from trapline import machine as M
-from trapline import plugin as P
+from trapline.platforms.model import plugin as P
 from trapline.platforms.model import counters as C
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -850,4 +850,4 @@ def test_docs_carry_the_generated_tables(which):
     begin, end, generated = P.marks()[which]
     assert begin in text and end in text, f"docs/model.md lacks the {which} table's markers"
     i, j = text.index(begin), text.index(end) + len(end) + 1
-    assert text[i:j] == generated(), f"docs/model.md's {which} table is stale: python -m trapline.plugin --markdown"
+    assert text[i:j] == generated(), f"docs/model.md's {which} table is stale: python -m trapline.platforms.model.plugin --markdown"

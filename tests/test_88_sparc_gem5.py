@@ -50,7 +50,7 @@ def _need(*tools):
 
 
 # --------------------------------------------------------------- gem5 fixture
-# conftest's gem5_binary (trapline.gem5.binary.for_tests: GEM5 or gem5.opt on PATH, else
+# conftest's gem5_binary (trapline.platforms.gem5.binary.for_tests: GEM5 or gem5.opt on PATH, else
 # the shared binary unpacked into the cache by its sha256; skipped, with the reason, without one)
 @pytest.fixture(scope="module")
 def gem5(gem5_binary):
@@ -80,7 +80,7 @@ def gem5_flavour(tmp_path_factory):
 @pytest.fixture(scope="module")
 def t1_json(tmp_path_factory):
     out = tmp_path_factory.mktemp("machine") / "t1.json"
-    r = subprocess.run([sys.executable, "-m", "trapline.gem5", "--machine", "ultrasparc-t1", "-o", str(out)],
+    r = subprocess.run([sys.executable, "-m", "trapline.platforms.gem5", "--machine", "ultrasparc-t1", "-o", str(out)],
                        cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     return out

@@ -1,4 +1,4 @@
-"""The gem5 platform (trapline/platforms/gem5.py) with a real gem5 (conftest's gem5_binary:
+"""The gem5 platform (trapline/platforms/gem5/__init__.py) with a real gem5 (conftest's gem5_binary:
 the shared v24.0.0.1 unpacked into the cache; skipped, saying why, without one).
 
 Sizes are tiny (gem5's O3 core runs about 0.3 M instructions a second, the timing CPU
@@ -97,7 +97,7 @@ def test_loop_order_lane_runs_in_gem5(loop_order_run):
 
 
 def test_manifest_records_gem5_and_every_config(loop_order_run, gem5_binary):
-    from trapline.gem5 import binary
+    from trapline.platforms.gem5 import binary
     m = json.loads((loop_order_run / "manifest.json").read_text())
     g = m["platforms"]["gem5"]["gem5"]
     assert g["sha256"] == binary.sha256_of(gem5_binary) and g["version"].startswith("v24.0.0.1")
@@ -133,7 +133,7 @@ def test_split_lock_is_a_finding_not_a_failure(gem5_binary, tmp_path):
 def test_gem5_and_the_model_agree_on_l1d_misses_per_operation(gem5_binary, runs):
     """Both simulators' L1Ds are 32 KiB 8-way LRU caches of 64-byte lines (x86-2012-server),
     so on the same kernel their L1D misses per operation agree within 25% (issue 20)."""
-    from trapline.gem5 import compare
+    from trapline.platforms.gem5 import compare
     rows = compare.compare("x86-2012-server", runs, ["o3"], gem5=gem5_binary, log=lambda s: None)
     by = {(r["group"], r["sim"]): r for r in rows}
     groups = sorted({g for g, _ in by})
@@ -173,7 +173,7 @@ def test_sweep_of_two_gem5_points_on_dask_workers(gem5_binary, tmp_path):
     assert all(x["headline"] and x["headline"] > 1 for x in rows), rows  # column order slower in both points
     m = json.loads((d / "manifest.json").read_text())
     assert m["engine"]["scheduler"] == sched
-    from trapline.gem5 import binary
+    from trapline.platforms.gem5 import binary
     keys = json.dumps(m)
     assert binary.sha256_of(gem5_binary) in keys  # the points' key: gem5's binary
 

@@ -1,12 +1,12 @@
 """gem5's SPARC lanes and the gem5 in the Docker image (issue 20 items 2 and 4).
 
-Without gem5: `python -m trapline.gem5.binary` says how to get one (exit 1) and
+Without gem5: `python -m trapline.platforms.gem5 binary` says how to get one (exit 1) and
 refuses extra arguments (exit 2); the Dockerfile's GEM5 step comes after every
 layer the image without gem5 builds (their cache and contents unchanged) and, run
 as a shell snippet outside Docker, stops with one line on a GEM5 that is not an
 executable file. With a real gem5 (conftest's gem5_binary; skipped, saying why,
 without one): the step links the binary on PATH and caches its facts, which
-`trapline.gem5.binary` then prints.
+`trapline.platforms.gem5.binary` then prints.
 """
 
 import json
@@ -25,7 +25,7 @@ DOCKERFILE = ROOT / "Dockerfile"
 def _binary_cli(*args, env=None):
     e = dict(os.environ, PYTHONPATH=str(ROOT))
     e.update(env or {})
-    return subprocess.run([sys.executable, "-m", "trapline.gem5.binary", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "trapline.platforms.gem5", "binary", *args], capture_output=True, text=True,
                           cwd=ROOT, env=e, timeout=300)
 
 
@@ -91,7 +91,7 @@ def test_dockerfile_gem5_step_puts_the_binary_on_path_with_its_facts(gem5_binary
 # ------------------------------------------------- SPARC window traps, counted from gem5's Exec trace
 
 def test_trace_hits_count_handler_entries_and_refuse_a_handler_elsewhere():
-    from trapline.gem5 import stats
+    from trapline.platforms.gem5 import stats
     pcs = stats.TRACED["SPARC"]
     spill, fill = stats.SPARC_SPILL_START, stats.SPARC_FILL_START
     lines = [f"  100: board.processor.cores.core: {spill:#x}    : \twr    0x16, %asi          : ",
@@ -112,7 +112,7 @@ def test_trace_hits_count_handler_entries_and_refuse_a_handler_elsewhere():
 def test_minor_cpu_is_refused_for_sparc_before_gem5_starts(tmp_path):
     from trapline import machine
     from trapline.errors import UsageError
-    from trapline.gem5 import run
+    from trapline.platforms.gem5 import run
     prog = tmp_path / "prog"
     prog.write_text("")
     with pytest.raises(UsageError) as e:
@@ -130,7 +130,7 @@ def sparc_gem5_kernels():
 
 def test_run_simulate_counts_window_spills_and_fills_per_region(gem5_binary, sparc_gem5_kernels):
     from trapline import machine
-    from trapline.gem5 import run
+    from trapline.platforms.gem5 import run
     depth, repeats, nwindows = 1000, 5, 8  # NWindows: src/arch/sparc/sparc_traits.hh
     r = run.simulate(machine.load("ultrasparc-t1"),
                      [str(sparc_gem5_kernels / "sparc-spill-fill" / "spill-fill"), f"depth={depth}",
@@ -187,7 +187,7 @@ def test_misalign_gem5_lane_is_contrast_with_bytewise_loads_blind_to_alignment(g
     assert all(c["ok"] for c in e["checks"])  # every variant summed the same
     # the trap variant is what stops gem5 (the reason the lane leaves it out)
     from trapline import build, machine
-    from trapline.gem5 import run
+    from trapline.platforms.gem5 import run
     prog = build.build("sparc64", flavour="gem5") / "sparc-misalign-trap" / "misalign"
     g = run.simulate(machine.load("ultrasparc-iv-plus"), [str(prog), "mode=trap", "align=unaligned", "outer=1",
                                                           "reps=1", "warmup=0"], cpu="timing", gem5=gem5_binary)

@@ -137,7 +137,7 @@ def test_bad_input_is_one_line_before_anything_runs(prog, tmp_path):
 
 def test_gem5_result_in_the_common_format(prog, gem5_binary):
     from trapline import machine, program
-    from trapline.gem5 import simulated
+    from trapline.platforms.gem5 import simulated
 
     class Gem5:  # the gem5 platform's name and label (its module calls this function)
         name, label = "gem5", "gem5"
@@ -232,7 +232,7 @@ def test_qemu_guest_runs_it_and_a_hung_one_is_killed(mbind_prog):
 
 
 def test_compare_model_and_gem5(prog, gem5_binary):
-    """The gem5 platform's simulate (trapline/platforms/gem5.py) beside the model's, on the timing CPU."""
+    """The gem5 platform's simulate (trapline/platforms/gem5/__init__.py) beside the model's, on the timing CPU."""
     r = trapline("simulate", *SERVER, "--set", "gem5.cpu=timing", "--compare", "model,gem5", "--gem5", str(gem5_binary),
                  "--", str(prog), timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -337,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
             print(res.path / "report.html")
             return 1 if any(r["status"] == "failed" for r in res.rows) else 0
         if args.command == "gem5":
-            from trapline import gem5
+            from trapline.platforms.gem5 import machine_json as gem5
             gem5.write(args.machine, args.set, args.output)
             return 0
         if args.command in ("cite", "bundle", "verify"):

@@ -2,7 +2,7 @@
 
 A machine (gem5_configs/machines/<name>.yaml) is turned into a ``Gem5Params``
 by ``params.py`` (pure Python, no gem5), written as JSON by
-``python -m trapline.gem5 --machine NAME``, and read inside gem5 by
+``python -m trapline.platforms.gem5 --machine NAME``, and read inside gem5 by
 ``gem5_configs/run_se.py``, which builds the board from the gem5-side classes:
 
     params.py            Gem5Params: every number gem5 needs, and notes on what it cannot model

@@ -1,7 +1,7 @@
 """Gem5Params: a trapline machine description as the numbers gem5 needs.
 
 Pure Python: no gem5, no trapline import. ``from_machine`` takes the typed
-machine that trapline writes as JSON (``python -m trapline.gem5 --machine M``,
+machine that trapline writes as JSON (``python -m trapline.platforms.gem5 --machine M``,
 ``./run.sh gem5``): every field with its text as written and, for a number, its
 value already in its base unit (bytes, Hz, cycles at the machine's clock), and
 gem5's ISA. No unit is parsed here; times become whole cycles (rounded half up,
@@ -126,9 +126,9 @@ def _fields(machine: Any) -> Dict[str, dict]:
     if isinstance(machine, dict) and machine.get("kind") == MACHINE_KIND:
         if machine.get("format") != FORMAT:
             raise ParamsError(f"machine JSON format {machine.get('format')!r} is not {FORMAT}; "
-                              "re-export with python -m trapline.gem5")
+                              "re-export with python -m trapline.platforms.gem5")
         return machine["fields"]
-    raise ParamsError(f"needs the typed machine JSON written by python -m trapline.gem5 (./run.sh gem5), "
+    raise ParamsError(f"needs the typed machine JSON written by python -m trapline.platforms.gem5 (./run.sh gem5), "
                       f"not {type(machine).__name__}")
 
 
@@ -272,7 +272,7 @@ class Gem5Params:
     @classmethod
     def from_dict(cls, d: dict) -> "Gem5Params":
         if d.get("format") != FORMAT:
-            raise ParamsError(f"format {d.get('format')!r} is not {FORMAT}; re-export with python -m trapline.gem5")
+            raise ParamsError(f"format {d.get('format')!r} is not {FORMAT}; re-export with python -m trapline.platforms.gem5")
 
         def cache(c):
             return CacheLevel(**c) if c is not None else None
@@ -326,7 +326,7 @@ def snoop_filter_capacity(params: Gem5Params, bus: str, cores: int = 1) -> str:
 
 
 def from_machine(machine: Any, mem_size: str = MEM_SIZE) -> Gem5Params:
-    """The typed machine JSON (python -m trapline.gem5) -> Gem5Params."""
+    """The typed machine JSON (python -m trapline.platforms.gem5) -> Gem5Params."""
     fields = _fields(machine)
     data = machine
     sets = [str(s) for s in machine.get("sets", [])]
@@ -341,7 +341,7 @@ def from_machine(machine: Any, mem_size: str = MEM_SIZE) -> Gem5Params:
         """A number in its base unit (bytes, Hz, cycles), as trapline typed it."""
         f = fields.get(path)
         if f is None or "value" not in f:
-            raise ParamsError(f"{path}: needs a number in the machine JSON; re-export with python -m trapline.gem5")
+            raise ParamsError(f"{path}: needs a number in the machine JSON; re-export with python -m trapline.platforms.gem5")
         return f["value"]
 
     def note(path: str, text: str, value: Any = None) -> None:

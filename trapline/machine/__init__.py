@@ -3,7 +3,7 @@ it, and read its numbers in base units.
 
 One YAML file per modelled machine (clock, caches, TLBs, memory and NUMA,
 unaligned accesses, locked RMW, software prefetch, traps, SPARC register
-windows), read by the QEMU timing model (through trapline/plugin.py's option table) and by gem5
+windows), read by the QEMU timing model (through trapline/platforms/model/plugin.py's option table) and by gem5
 (trapline/gem5.py writes the typed machine as JSON). The package, one concept a
 module:
 
@@ -175,7 +175,7 @@ class Machine:
 # ---------------------------------------------------------------- loading
 
 def _plugin():
-    from trapline import plugin  # the option table maps a machine; it imports this package
+    from trapline.platforms.model import plugin  # the option table maps a machine; it imports this package
     return plugin
 
 

@@ -40,7 +40,7 @@ from trapline.platforms.base import (GuestLane, Lane, Platform, PlatformRun, cal
                                      rests_on)
 from trapline.platforms.model.counters import COUNTERS, region_counts
 from trapline.platforms.model.plugin_build import TOOL as PLUGIN_TOOL, plugin as built_plugin
-from trapline.plugin import args as plugin_args
+from trapline.platforms.model.plugin import args as plugin_args
 from trapline.proc import run_command, tail, tool_version
 
 TIMEOUT_S = 900

@@ -1,7 +1,7 @@
 """A machine as typed JSON for gem5 (gem5_configs/run_se.py).
 
     ./run.sh gem5 --machine x86-2012-server [--set caches.l1d.line=32B ...] [-o machine.json]
-    python -m trapline.gem5 ...            (the same, from the venv)
+    python -m trapline.platforms.gem5 ...            (the same, from the venv)
 
 Loads the machine as every other lane does (trapline.machine.load: same
 checks, same --set overrides, same errors) and writes its typed numbers as
@@ -86,7 +86,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m trapline.gem5",
+    p = _Parser(prog="python -m trapline.platforms.gem5",
                 description="Write a machine description as typed JSON for gem5_configs/run_se.py")
     p.add_argument("--machine", required=True, help="a machine name (gem5_configs/machines/) or a YAML file")
     p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
@@ -114,7 +114,7 @@ def write(machine: str, sets: list[str], output: str | None) -> None:
 
 
 def cli_status(fn) -> int:
-    """Run fn() for a `python -m trapline.gem5...` command: 0, or the CLI's one line and
+    """Run fn() for a `python -m trapline.platforms.gem5...` command: 0, or the CLI's one line and
     status for an error (bad input 2, a failed run 1), as ./run.sh prints them."""
     try:
         fn()

@@ -2,12 +2,12 @@
 and O3CPU beside the timing model's, on the same kernel and machine, in one
 interleaved run (model/bench-gem5.sh runs it; figures: docs/performance.md).
 
-    ./run.sh python -m trapline.gem5.bench [--runs 3] [--machine M] [-- EXP/BINARY ARGS...]
+    ./run.sh python -m trapline.platforms.gem5.bench [--runs 3] [--machine M] [-- EXP/BINARY ARGS...]
 
 Each configuration runs the whole program (start-up included):
 
     model         qemu-<arch> with trapline's plugin, the default build (trapline.platforms.model.simulate)
-    gem5-timing   gem5 gem5_configs/run_se.py --cpu timing, the gem5 build flavour (trapline.gem5.run.simulate)
+    gem5-timing   gem5 gem5_configs/run_se.py --cpu timing, the gem5 build flavour (trapline.platforms.gem5.run.simulate)
     gem5-o3       the same with --cpu o3
 
 Instructions are each simulator's count for the whole program (the model's
@@ -31,7 +31,8 @@ import time
 
 from trapline import build, machine as machines
 from trapline.errors import RunFailed, UsageError
-from trapline.gem5 import binary, cli_status, run
+from trapline.platforms.gem5 import binary, run
+from trapline.platforms.gem5.machine_json import cli_status
 
 DEFAULT_KERNEL = ["malloc-chunk-chase/chunk-chase", "allocator=chunk", "requestsize=9", "rounds=4", "objects=4000",
                   "reps=1", "warmup=0"]
@@ -116,7 +117,7 @@ def _cpu_name() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m trapline.gem5.bench", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m trapline.platforms.gem5.bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--machine", default="x86-2012-server")
     ap.add_argument("--gem5", help="the gem5 binary (default: GEM5, then gem5.opt on PATH)")

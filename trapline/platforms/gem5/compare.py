@@ -2,7 +2,7 @@
 side by side: per sample group, the time per operation and the counts per
 operation both simulators produce (gem5_* beside model_*, by suffix).
 
-    python -m trapline.gem5.compare --machine x86-2012-server --cpu o3 --cpu timing \\
+    python -m trapline.platforms.gem5.compare --machine x86-2012-server --cpu o3 --cpu timing \\
         "loop-order/loop-order variant=row rows=512 cols=512 reps=2 warmup=1" \\
         "loop-order/loop-order variant=column rows=512 cols=512 reps=2 warmup=1"
 
@@ -24,7 +24,8 @@ import time
 
 from trapline import arch as arch_table, build, kernelio, machine as machines
 from trapline.errors import RunFailed
-from trapline.gem5 import binary, cli_status, run, stats
+from trapline.platforms.gem5 import binary, run, stats
+from trapline.platforms.gem5.machine_json import cli_status
 
 # the counts shown per operation, by suffix (gem5_<s> beside model_<s>)
 SUFFIXES = ("instructions", "l1d_misses", "l1d_line_fetches", "l1d_upgrades", "l2_misses", "l3_misses", "dtlb_misses", "itlb_misses",
@@ -111,7 +112,7 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m trapline.gem5.compare", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m trapline.platforms.gem5.compare", description=__doc__.split("\n\n")[0])
     ap.add_argument("--machine", required=True)
     ap.add_argument("--cpu", action="append", help=f"gem5 CPU model(s): {', '.join(run.CPUS)} (default o3)")
     ap.add_argument("--gem5", help="the gem5 binary (default: GEM5, then gem5.opt on PATH)")

@@ -218,17 +218,17 @@ def for_tests(environ: dict | None = None) -> Path:
         return unpack(xz)
 
 
-# ---------------------------------------------------------------- python -m trapline.gem5.binary
+# ---------------------------------------------------------------- python -m trapline.platforms.gem5 binary
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m trapline.gem5.binary [PATH]`: the gem5 find() finds (or PATH) and its
+    """`python -m trapline.platforms.gem5 binary [PATH]`: the gem5 find() finds (or PATH) and its
     facts as one JSON line, cached on the way (the Docker image's build calls it while
     its cache is writable: docs/docker.md). No gem5: the how-to-get line, exit 1."""
     import sys
-    from trapline.gem5 import cli_status
+    from trapline.platforms.gem5.machine_json import cli_status
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) > 1 or any(a.startswith("-") for a in argv):
-        print("usage: python -m trapline.gem5.binary [PATH]", file=sys.stderr)
+        print("usage: python -m trapline.platforms.gem5 binary [PATH]", file=sys.stderr)
         return 2
     return cli_status(lambda: print(json.dumps(facts(find(argv[0] if argv else None)))))
 

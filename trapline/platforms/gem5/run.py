@@ -2,12 +2,12 @@
 of the timing model's ``simulate()`` (trapline/platforms/model.py).
 
     from trapline import machine
-    from trapline.gem5 import run
+    from trapline.platforms.gem5 import run
     r = run.simulate(machine.load("x86-2012-server"), ["./loop-order", "variant=row"], cpu="o3")
-    r.regions      # one dict per region the program marked (gem5 flavour), see trapline.gem5.stats
+    r.regions      # one dict per region the program marked (gem5 flavour), see trapline.platforms.gem5.stats
     r.error        # None, or one message with gem5's last lines
 
-The machine goes to gem5 as its typed JSON (trapline.gem5.export) and is
+The machine goes to gem5 as its typed JSON (trapline.platforms.gem5.machine_json.export) and is
 built there by gem5_configs/run_se.py with trapline_gem5's board; gem5 runs in
 a temporary output directory (``keep`` copies what it wrote), with the
 program's output in files so that it stays apart from gem5's own messages.
@@ -28,7 +28,8 @@ from pathlib import Path
 
 from trapline import machine as machines
 from trapline.errors import UsageError
-from trapline.gem5 import binary, export, stats
+from trapline.platforms.gem5 import binary, stats
+from trapline.platforms.gem5.machine_json import export
 from trapline.proc import run_command, tail
 
 from trapline.paths import ROOT
@@ -46,7 +47,7 @@ _SYSCALL = re.compile(r"syscall (\w+) \(#(\d+)\) unimplemented")
 @dataclass
 class Gem5Result:
     """One gem5 run of a program."""
-    regions: list[dict]          # one per marked region, in order (trapline.gem5.stats.region)
+    regions: list[dict]          # one per marked region, in order (trapline.platforms.gem5.stats.region)
     tail_region: dict | None     # gem5's exit dump: from the last region's start (or the start) to the exit
     stdout: str                  # the program's standard output
     stderr: str                  # the program's standard error, then gem5's own messages
@@ -222,7 +223,7 @@ def simulate(m: machines.Machine, argv: list[str], cpu: str = DEFAULT_CPU, cores
         r.error = f"gem5's stats.txt: {e}"
         return r
     if trace_problems:
-        r.error = f"gem5's Exec trace: {'; '.join(trace_problems)} (trapline.gem5.stats.TRACED)"
+        r.error = f"gem5's Exec trace: {'; '.join(trace_problems)} (trapline.platforms.gem5.stats.TRACED)"
         return r
     stats.add_trace_counts(r.regions + ([r.tail_region] if r.tail_region else []), hits)
     if r.tail_region is None and max_ticks is None:

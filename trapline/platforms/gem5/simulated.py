@@ -1,5 +1,5 @@
 """A user's program in gem5's SE mode as `./run.sh simulate`'s common stats
-(trapline/simstats.py): trapline.gem5.run.simulate's Gem5Result converted. The gem5
+(trapline/simstats.py): trapline.platforms.gem5.run.simulate's Gem5Result converted. The gem5
 platform's simulate() calls `simulate` here (the platform module supplies itself
 as `platform`, for its name and label).
 
@@ -11,7 +11,7 @@ whole run (gem5's exit dump). With regions, the total is their sum.
 from __future__ import annotations
 
 from trapline import simstats
-from trapline.gem5 import run as gem5_run
+from trapline.platforms.gem5 import run as gem5_run
 from trapline.proc import tail
 
 # gem5_<name> counts -> the common format's figures
@@ -25,7 +25,7 @@ RESTS_ON = {"seconds": simstats.PREDICTION, "cycles": simstats.PREDICTION, "inst
 
 
 def block(g: dict) -> dict:
-    """One gem5 region (trapline.gem5.stats.region) as a figures block."""
+    """One gem5 region (trapline.platforms.gem5.stats.region) as a figures block."""
     c = g["counts"]
     return simstats.figures(seconds=g["seconds"], **{f: c[k] for k, f in FIGURES.items() if k in c})
 

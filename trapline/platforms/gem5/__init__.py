@@ -1,20 +1,20 @@
 """The gem5 platform: the experiment's kernel runs in a real gem5's syscall-emulation
 (SE) mode on the lane's machine description, built by gem5_configs/run_se.py with
 trapline_gem5's board (the same gem5_configs/machines/<name>.yaml as the timing
-model's lane: trapline.gem5.export, gem5_configs/trapline_gem5/params.py).
+model's lane: trapline.platforms.gem5.machine_json.export, gem5_configs/trapline_gem5/params.py).
 
 The kernels run in their gem5 flavour (build.build(arch, flavour="gem5"), -DTL_GEM5):
 each measured repetition resets gem5's statistics where it begins and dumps them where
 it ends (m5 ops), so stats.txt holds one block per region. Sample i gets region i's
 simulated time (its ticks between the markers) and cycles, and gem5's counts as
-gem5_* counters (trapline.gem5.stats.COUNTERS; the suffixes match the model's model_*:
+gem5_* counters (trapline.platforms.gem5.stats.COUNTERS; the suffixes match the model's model_*:
 gem5_l1d_misses beside model_l1d_misses). Simulated time is deterministic: the same
 binary, machine and arguments give the same ticks.
 
 The CPU model is the machine's `gem5.cpu` (timing, minor or o3; O3 where the claim is
 about a real pipeline) or `--set gem5.cpu=...`; one core per thread a run starts
-(SE mode gives a thread a core of its own: trapline.gem5.run.cores_for). gem5 itself
-comes from --gem5 PATH, $GEM5, or gem5.opt/gem5 on PATH (trapline.gem5.binary.find);
+(SE mode gives a thread a core of its own: trapline.platforms.gem5.run.cores_for). gem5 itself
+comes from --gem5 PATH, $GEM5, or gem5.opt/gem5 on PATH (trapline.platforms.gem5.binary.find);
 without one the platform is unavailable and says how to get one. docs/gem5.md.
 """
 
@@ -28,7 +28,8 @@ from functools import lru_cache
 
 from trapline import build, kernelio, machine as machines
 from trapline.errors import RunFailed, UsageError
-from trapline.gem5 import binary, export, run as gem5_run, stats
+from trapline.platforms.gem5 import binary, run as gem5_run, stats
+from trapline.platforms.gem5.machine_json import export
 from trapline.paths import ROOT
 from trapline.platforms.base import (CommandOption, Lane, Platform, PlatformRun, check_kernel_sets, kernel_args,
                                      machine_lines, machine_provenance)
@@ -150,7 +151,7 @@ class Gem5Platform(Platform):
 
     def simulate(self, machine: machines.Machine, program, argv: list[str], mode: str, timeout: float):
         """The user's program in gem5 SE mode on the machine, on its gem5.cpu (--set gem5.cpu=...)."""
-        from trapline.gem5 import simulated
+        from trapline.platforms.gem5 import simulated
         return simulated.simulate(type(self), machine, program, argv, timeout, cpu=cpu_of(machine))
 
     def run(self, exp) -> PlatformRun:

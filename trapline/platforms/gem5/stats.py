@@ -10,7 +10,7 @@ only that last block.
 
 ``COUNTERS`` is the one table of the gem5_* counters: each one's name, the
 gem5 statistics it sums (over cores and per-core caches) and what it means.
-The names mirror the timing model's model_* counters (trapline/plugin.py
+The names mirror the timing model's model_* counters (trapline/platforms/model/plugin.py
 COUNTERS) where both simulators count the same thing, so the two sit side by
 side by suffix: gem5_l1d_misses beside model_l1d_misses.
 
@@ -44,7 +44,7 @@ _H = r"board\.cache_hierarchy"
 @dataclass(frozen=True)
 class Counter:
     """One gem5_* count of a region."""
-    name: str            # gem5_<what>; model_<what> (trapline/plugin.py) counts the same where it exists
+    name: str            # gem5_<what>; model_<what> (trapline/platforms/model/plugin.py) counts the same where it exists
     stats: tuple[str, ...]  # gem5 statistics (regular expressions, whole names), summed over every match
     doc: str
     needs: str = ""      # a statistic that must be in the dump for the counter to exist (else omitted)
@@ -116,7 +116,7 @@ COUNTERS: tuple[Counter, ...] = (
             needs=r"board\.memory\.module\.power_state\.pwrStateResidencyTicks::UNDEFINED"),
     Counter("gem5_trap_entries_spill", (), "SPARC: register-window spill traps, counted as entries into the spill "
             "handler gem5's SE mode runs for them (its first instruction, at spillStart, in gem5's Exec trace of "
-            "privileged instructions: trapline.gem5.run; gem5 keeps no trap statistic outside full-system mode)",
+            "privileged instructions: trapline.platforms.gem5.run; gem5 keeps no trap statistic outside full-system mode)",
             how="trace"),
     Counter("gem5_trap_entries_fill", (), "SPARC: register-window fill traps, entries into gem5's SE fill handler "
             "(at fillStart), counted as the spills", how="trace"),
