@@ -17,7 +17,43 @@
 #   --build-arg BASE=trapline-base:bookworm
 # Either way apt installs from the base image's own apt sources, and the versions are
 # whatever that mirror serves for bookworm, as on a native Debian 12 machine.
+#
+# gem5: by default the image has trapline's gem5, built from gem5's pinned release source
+# with gem5_configs/changes/ in a stage of its own (below; about 90 minutes on 2 cores the
+# first time, beside the main stage). --build-arg GEM5=PATH takes a gem5 binary in the
+# build context instead (e.g. gem5-bin/gem5.opt) and GEM5=none leaves gem5 out.
 ARG BASE=debian:bookworm-20251229@sha256:4216e8fe27fdd803d2822d08ed9de39825a41a47e34c32b71a23ac074f91eaf4
+ARG GEM5=
+
+# ---- trapline's gem5 (`./run.sh gem5 build`, trapline/platforms/gem5/from_source.py).
+# The stage copies only what the build reads: the builder and the four modules it
+# imports, the changes, and the release source (gem5-src/ in the build context,
+# git-ignored: docs/docker.md; without it the builder clones gem5's repository at
+# the release tag). Its layer is cached as long as those do not change, and the
+# build tree lives in a BuildKit cache mount, so a change to a patch recompiles only
+# what it touches. With GEM5 set (a path, or none) the stage builds nothing.
+FROM ${BASE} AS gem5
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+ARG GEM5
+WORKDIR /opt/trapline
+COPY trapline/__init__.py trapline/errors.py trapline/paths.py trapline/proc.py trapline/results.py trapline/
+COPY trapline/platforms/gem5/from_source.py trapline/platforms/gem5/
+COPY gem5_configs/changes/ gem5_configs/changes/
+COPY run.sh gem5-src* gem5-src/
+RUN --mount=type=cache,target=/opt/gem5-work,sharing=locked \
+    mkdir -p /opt/gem5 \
+    && if [ -z "$GEM5" ]; then \
+         apt-get update -qq \
+         && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+              python3 git ca-certificates xz-utils binutils >/dev/null \
+         && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+              $(PYTHONPATH=. python3 trapline/platforms/gem5/from_source.py packages) >/dev/null \
+         && src=$(ls gem5-src/*.tar.* 2>/dev/null | head -n 1) \
+         && TRAPLINE_CACHE=/opt/gem5-work PYTHONPATH=. \
+              python3 trapline/platforms/gem5/from_source.py build ${src:+--source "$src"} \
+         && cp -a /opt/gem5-work/gem5/trapline-* /opt/gem5/; \
+       fi
+
 FROM ${BASE}
 
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
@@ -78,27 +114,31 @@ RUN ./run.sh build >/dev/null \
 #    write when nothing is mounted there. Then the check that a run needs nothing
 #    more: as this user the cache is read-only, so any attempt to install a package,
 #    create the venv, or build a kernel, an image or the plugin fails the build here.
-#    GEM5 (optional, docs/docker.md): a gem5 binary of yours in the build context,
-#    e.g. --build-arg GEM5=gem5-bin/gem5.opt (the clone's gem5-bin/ is git-ignored).
-#    It came in with the clone in step 4 (one copy); here it goes on PATH as gem5.opt,
-#    where trapline finds it (docs/gem5.md, 'Get gem5'), and its facts (sha256, the
-#    ISAs it has) are cached while the cache is still writable. Its runtime libraries
-#    are in run.sh's APT_PACKAGES (step 1). Without GEM5 nothing happens here and the
-#    gem5 lanes are not-applicable, saying how to get gem5.
-ARG GEM5=
+#    gem5 (docs/docker.md): by default trapline's gem5 from the stage above, copied into
+#    the cache where trapline finds its own build (docs/gem5.md, 'Get gem5'). GEM5=PATH:
+#    a gem5 binary of yours in the build context, e.g. gem5-bin/gem5.opt (the clone's
+#    gem5-bin/ is git-ignored); it came in with the clone in step 4 (one copy) and goes
+#    on PATH as gem5.opt. Either way its facts (sha256, the ISAs and changes it has) are
+#    cached while the cache is still writable. gem5's runtime libraries are in run.sh's
+#    APT_PACKAGES (step 1). GEM5=none: no gem5, and the gem5 lanes are not-applicable,
+#    saying how to get gem5.
+ARG GEM5
+COPY --from=gem5 /opt/gem5/ ${TRAPLINE_CACHE}/gem5/
 RUN useradd --uid 1000 --user-group --create-home --shell /bin/bash trapline \
     && install -d -m 1777 /results \
-    && if [ -n "$GEM5" ]; then \
+    && if [ -z "$GEM5" ]; then \
+         ./run.sh gem5 which >/dev/null && chmod -R a+rX "$TRAPLINE_CACHE"; \
+       elif [ "$GEM5" != none ]; then \
          { [ -f "$GEM5" ] && [ -x "$GEM5" ]; } \
            || { echo "GEM5: '$GEM5' is not an executable file in the build context (docs/docker.md)" >&2; exit 2; }; \
          ln -s "$(realpath "$GEM5")" /usr/local/bin/gem5.opt \
-         && GEM5= ./run.sh python -m trapline.platforms.gem5 binary \
+         && GEM5= ./run.sh gem5 which >/dev/null \
          && chmod -R a+rX "$TRAPLINE_CACHE"; \
        fi
 USER trapline
 RUN ./run.sh list >/dev/null && ./run.sh build >/dev/null && ./run.sh images >/dev/null \
     && sh model/build.sh >/dev/null \
-    && if [ -n "$GEM5" ]; then GEM5= ./run.sh python -m trapline.platforms.gem5 binary >/dev/null; fi
+    && if [ "$GEM5" != none ]; then GEM5= ./run.sh gem5 which >/dev/null; fi
 
 ENTRYPOINT ["/opt/trapline/run.sh"]
 CMD ["reproduce-all"]

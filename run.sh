@@ -4,6 +4,7 @@
 #   ./run.sh reproduce-all [--quick]     every experiment, one report
 #   ./run.sh test                        the test suite (what .ci/run calls)
 #   ./run.sh list | run ID ... | report [RUN] | build [--arch A] | images [--arch A]
+#   ./run.sh gem5 build                  trapline's gem5 (gem5 v24.0.0.1 + gem5_configs/changes/), cached
 #
 # On a fresh Debian 12 machine the first call installs what trapline needs:
 # the Debian packages below (when missing) and a virtualenv with the pinned
@@ -35,6 +36,13 @@ APT_PACKAGES=(make gcc libc6-dev binutils git
               libpython3.11 libprotobuf32 libhdf5-103-1 libhdf5-cpp-103-1 libpng16-16 libtcmalloc-minimal4
               libcurl4 zlib1g
               chromium)  # the report test renders report.html in headless chromium (tests/test_42)
+
+# `./run.sh gem5 build` (trapline's gem5 from source) needs gem5's build tools too: the
+# packages trapline/platforms/gem5/from_source.py checks for (it lists them, standard library only).
+if [ "${1:-}" = gem5 ] && [ "${2:-}" = build ]; then
+    mapfile -t GEM5_BUILD_PACKAGES < <(PYTHONPATH="$HERE" "$PYTHON" "$HERE/trapline/platforms/gem5/from_source.py" packages)
+    APT_PACKAGES+=("${GEM5_BUILD_PACKAGES[@]}")
+fi
 
 say() { printf 'trapline: %s\n' "$*" >&2; }
 

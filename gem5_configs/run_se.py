@@ -84,10 +84,20 @@ def parse_args(argv):
     return args
 
 
+def trapline_changes():
+    """trapline's changes in this gem5 (gem5_configs/changes/; m5.trapline_build, written by
+    ./run.sh gem5 build); none in a stock gem5."""
+    try:
+        from m5 import trapline_build
+    except ImportError:
+        return []
+    return list(trapline_build.CHANGES)
+
+
 def main(argv):
     args = parse_args(argv)
     with open(args.params) as f:
-        params = from_machine(json.load(f))
+        params = from_machine(json.load(f), changes=trapline_changes())
 
     for n in params.notes:
         print(f"trapline: not modelled by gem5: {n.field} = {n.value}: {n.text}", file=sys.stderr)

@@ -119,9 +119,28 @@ def wheelhouse(tmp_path_factory, request):
         server.wait(timeout=30)
 
 
+def _gem5_build_arg(request) -> str:
+    """GEM5 for the image: the gem5 the native tests run (binary.for_tests: trapline's build
+    when this machine has one, else the shared stock binary), copied into the build context's
+    git-ignored gem5-bin/ (a plain build would build trapline's gem5 from source, about 90
+    minutes: docs/docker.md); none without any."""
+    from trapline.platforms.gem5 import binary
+    try:
+        g = binary.for_tests()
+    except binary.Gem5Missing:
+        return "none"
+    dst = ROOT / "gem5-bin" / "gem5.opt"
+    dst.parent.mkdir(exist_ok=True)
+    if not dst.exists() or binary.sha256_of(dst) != binary.sha256_of(g):
+        shutil.copy2(g, dst)
+    _say(request, f"gem5 for the image: {binary.described(binary.facts(g))}")
+    return "gem5-bin/gem5.opt"
+
+
 @pytest.fixture(scope="module")
 def image(request, wheelhouse):
     """The base image (made once), then `docker build` of the repository's Dockerfile."""
+    gem5_arg = _gem5_build_arg(request)
     t0 = time.monotonic()
     r = _run([str(ROOT / ".ci" / "docker-base.sh"), BASE], 1800)
     assert r.returncode == 0, f".ci/docker-base.sh {BASE} failed:\n{r.stdout}{r.stderr[-4000:]}"
@@ -129,7 +148,7 @@ def image(request, wheelhouse):
 
     t0 = time.monotonic()
     r = _run(["nice", "-n", "10", "docker", "build", "--network", "host", "--build-arg", f"BASE={BASE}", *wheelhouse,
-              "-t", IMAGE, str(ROOT)], 3 * 3600)
+              "--build-arg", f"GEM5={gem5_arg}", "-t", IMAGE, str(ROOT)], 3 * 3600)
     build_s = time.monotonic() - t0
     assert r.returncode == 0, f"docker build failed after {build_s:.0f} s:\n{(r.stdout + r.stderr)[-6000:]}"
     size = int(_run(["docker", "image", "inspect", "-f", "{{.Size}}", IMAGE], 60).stdout.strip())

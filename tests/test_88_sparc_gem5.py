@@ -1,10 +1,11 @@
 """SPARC in gem5's SE mode (docs/gem5.md, "SPARC in SE mode").
 
-The sparc64 kernels of the gem5 flavour link kernels/common/tl_freestanding.c
-instead of glibc (kernels/common/freestanding.mk): the runtime must format and
-parse as glibc does (both builds of tests/data/tl_fmt_cases.c under
-qemu-sparc64), the flavour must link it and carry gem5's m5 ops as the region
-markers, and in a real gem5 (skipped, saying why, when none is found)
+The sparc64 kernels of the gem5-freestanding flavour (for a stock gem5, whose SPARC
+SE mode cannot start glibc) link kernels/common/tl_freestanding.c instead of glibc
+(kernels/common/freestanding.mk): the runtime must format and parse as glibc does
+(both builds of tests/data/tl_fmt_cases.c under qemu-sparc64), the flavour must
+link it and carry gem5's m5 ops as the region markers, the gem5 flavour (trapline's
+gem5) must link glibc with the same markers, and in a real gem5 (skipped, saying why, when none is found)
 sparc-spill-fill must take one window spill and one fill per call at depth 1000
 through gem5's own SE handlers, and sparc-misalign-trap's byte-wise loads must
 run while its misaligned word loads stop gem5 (the not-applicable reason).
@@ -73,8 +74,16 @@ GEM5_BINS = ["sparc-spill-fill/spill-fill", "sparc-misalign-trap/misalign"]
 
 @pytest.fixture(scope="module")
 def gem5_flavour(tmp_path_factory):
+    """The gem5-freestanding flavour's sparc64 kernels (they run on any gem5)."""
     _need(CC)
-    return _make(tmp_path_factory.mktemp("gem5-sparc64"), "-DTL_GEM5", GEM5_BINS)
+    return _make(tmp_path_factory.mktemp("gem5-sparc64"), "-DTL_GEM5 -DTL_FREESTANDING", GEM5_BINS)
+
+
+@pytest.fixture(scope="module")
+def gem5_glibc_flavour(tmp_path_factory):
+    """The gem5 flavour's sparc64 kernels (glibc, for trapline's gem5)."""
+    _need(CC)
+    return _make(tmp_path_factory.mktemp("gem5-glibc-sparc64"), "-DTL_GEM5", GEM5_BINS)
 
 
 @pytest.fixture(scope="module")
@@ -106,11 +115,12 @@ def test_freestanding_runtime_formats_and_parses_as_glibc(tmp_path):
     assert got.stderr == ""  # no unsupported conversion was met
 
 
-def test_gem5_flavour_links_the_sparc_kernels_without_glibc_and_marks_regions_with_m5_ops(gem5_flavour):
+def test_gem5_flavour_links_the_sparc_kernels_without_glibc_and_marks_regions_with_m5_ops(gem5_flavour,
+                                                                                        gem5_glibc_flavour):
     default = build.build("sparc64")
     for b in GEM5_BINS:
         words = {}
-        for name, p in (("gem5", gem5_flavour / b), ("default", default / b)):
+        for name, p in (("gem5", gem5_flavour / b), ("default", default / b), ("glibc", gem5_glibc_flavour / b)):
             dis = subprocess.run([OBJDUMP, "-d", str(p)], capture_output=True, text=True, check=True).stdout
             syms = subprocess.run([OBJDUMP, "-t", str(p)], capture_output=True, text=True, check=True).stdout
             found = [int(w, 16) for w in re.findall(r"^\s+[0-9a-f]+:\s+((?:[0-9a-f]{2} ){4})", dis, re.M)
@@ -119,6 +129,7 @@ def test_gem5_flavour_links_the_sparc_kernels_without_glibc_and_marks_regions_wi
                            "tl_start_c" in syms)
         assert words["gem5"] == (1, 1, False, True), (b, words)  # one region loop, the runtime's _start
         assert words["default"] == (0, 0, True, False), (b, words)  # glibc, the sethi markers
+        assert words["glibc"] == (1, 1, True, False), (b, words)  # glibc, the m5-op markers
 
 
 # ------------------------------------------------------------ in a real gem5

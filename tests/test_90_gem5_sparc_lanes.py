@@ -123,9 +123,12 @@ def test_minor_cpu_is_refused_for_sparc_before_gem5_starts(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def sparc_gem5_kernels():
+def sparc_gem5_kernels(gem5_binary):
+    """The sparc64 kernels the gem5 platform runs on this gem5 (glibc on trapline's, the
+    freestanding runtime on a stock one: kernel_flavour)."""
     from trapline import build
-    return build.build("sparc64", flavour="gem5")
+    from trapline.platforms.gem5 import binary, kernel_flavour
+    return build.build("sparc64", flavour=kernel_flavour("sparc64", binary.facts(gem5_binary)))
 
 
 def test_run_simulate_counts_window_spills_and_fills_per_region(gem5_binary, sparc_gem5_kernels):
@@ -188,7 +191,8 @@ def test_misalign_gem5_lane_is_contrast_with_bytewise_loads_blind_to_alignment(g
     # the trap variant is what stops gem5 (the reason the lane leaves it out)
     from trapline import build, machine
     from trapline.platforms.gem5 import run
-    prog = build.build("sparc64", flavour="gem5") / "sparc-misalign-trap" / "misalign"
+    from trapline.platforms.gem5 import binary, kernel_flavour
+    prog = build.build("sparc64", flavour=kernel_flavour("sparc64", binary.facts(gem5_binary))) / "sparc-misalign-trap" / "misalign"
     g = run.simulate(machine.load("ultrasparc-iv-plus"), [str(prog), "mode=trap", "align=unaligned", "outer=1",
                                                           "reps=1", "warmup=0"], cpu="timing", gem5=gem5_binary)
     assert g.error and "fault (mem_address_not_aligned)" in g.error and not g.regions

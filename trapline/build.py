@@ -14,7 +14,10 @@ build never leaves a half-filled cache entry.
 A flavour is a variant of the same sources with more compiler flags (FLAVOURS,
 the one place that says which): the default ("") is what every lane runs;
 "gem5" adds -DTL_GEM5, which turns the region markers of kernels/common/trapline.h
-into gem5's m5 ops (reset the stats at a region's start, dump them at its end).
+into gem5's m5 ops (reset the stats at a region's start, dump them at its end);
+"gem5-freestanding" also adds -DTL_FREESTANDING, which links the sparc64 kernels
+a kernel.mk names without glibc, for a stock gem5 whose SPARC SE mode cannot
+start a glibc program (kernels/common/freestanding.mk; trapline's gem5 can).
 A flavour has its own cache key and directory (``<arch>-gem5-<key>``); the
 default's key and directory are what they were before flavours existed.
 """
@@ -33,7 +36,7 @@ from trapline.paths import ROOT, cache_root, kernels_dir  # noqa: F401 (re-expor
 ARCHES = arch_table.ARCHES  # the one architecture table (trapline/arch.py)
 
 # Build flavours: the compiler flags each adds to the architecture's.
-FLAVOURS = {"": "", "gem5": "-DTL_GEM5"}
+FLAVOURS = {"": "", "gem5": "-DTL_GEM5", "gem5-freestanding": "-DTL_GEM5 -DTL_FREESTANDING"}
 
 
 def check_arch(arch: str) -> None:

@@ -17,7 +17,9 @@
     sweep ID [--platform P] --set k=v1,v2 [--set k2=...] [--quick] [--machine M]
              [--scheduler ADDRESS] [--workers N] [--fresh] [--images B]
                                            the experiment over a grid of values, on Dask (docs/sweeps.md)
-    gem5 --machine M [--set k=v ...] [-o FILE]
+    gem5 build [--source TARBALL] [-j N]   build trapline's gem5 into the cache (docs/gem5.md)
+    gem5 which [--gem5 PATH]               the gem5 the gem5 platform runs, and what it is
+    gem5 machine --machine M [--set k=v ...] [-o FILE]
                                            a machine as JSON for gem5_configs/run_se.py
     cite [RUN]                             BibTeX for trapline and a run (default: latest)
     bundle [RUN] [-o FILE]                 the run as a tarball with SHA256SUMS and .zenodo.json
@@ -47,6 +49,18 @@ from trapline.errors import RunFailed, UsageError
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, status 2, no usage dump
         raise UsageError(message)
+
+
+# Commands made of words whose older form had none (`gem5 --machine M`): the word it meant.
+DEFAULT_WORDS = {"gem5": "machine"}
+
+
+def _with_default_word(argv: list[str]) -> list[str]:
+    """argv with the command's default word put in when an option follows the command."""
+    cmd = argv[0] if argv else None
+    if cmd in DEFAULT_WORDS and len(argv) > 1 and argv[1].startswith("-") and argv[1] not in ("-h", "--help"):
+        return [cmd, DEFAULT_WORDS[cmd], *argv[1:]]
+    return argv
 
 
 def _sets(pairs: list[str]) -> dict[str, str]:
@@ -177,11 +191,11 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
     sm.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="kill the program after this long (default 900)")
     sm.add_argument("--format", choices=("table", "json"), help="default: table on a terminal, json when piped")
     sm.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS]")
-    g = sub.add_parser("gem5", help="write a machine description as JSON for gem5_configs/run_se.py (docs/gem5.md)")
-    g.add_argument("--machine", required=True, help="a machine name (gem5_configs/machines/) or a YAML file")
-    g.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
-                   help="override a machine field, e.g. caches.l1d.size=64kB")
-    g.add_argument("-o", "--output", metavar="FILE", help="write the JSON here (default: standard output)")
+    g = sub.add_parser("gem5", help="trapline's gem5: build it, say which gem5 runs, or write a machine as JSON "
+                                    "(docs/gem5.md)")
+    for q in wanted(g):  # (its words import the gem5 platform's package)
+        from trapline.platforms.gem5 import commands as gem5_commands
+        gem5_commands.add_arguments(q)
     se = sub.add_parser("sensitivity", help="how much an experiment's modelled headline moves when one machine "
                                             "parameter is scaled (default: the machine's assumed ones)")
     se.add_argument("id")
@@ -253,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     signal.signal(signal.SIGTERM, _terminate)
     try:
+        argv = _with_default_word(argv)
         args = parser(argv[0] if argv else None).parse_args(argv)
         if args.command is None:
             parser().print_help()
@@ -337,9 +352,8 @@ def main(argv: list[str] | None = None) -> int:
             print(res.path / "report.html")
             return 1 if any(r["status"] == "failed" for r in res.rows) else 0
         if args.command == "gem5":
-            from trapline.platforms.gem5 import machine_json as gem5
-            gem5.write(args.machine, args.set, args.output)
-            return 0
+            from trapline.platforms.gem5 import commands as gem5_commands
+            return gem5_commands.run(args)
         if args.command in ("cite", "bundle", "verify"):
             from trapline import bundle, cite
             if args.command == "cite":

@@ -53,11 +53,10 @@ def plan(exps: dict, exp_ids: list[str], platform: str | None, strict: bool = Tr
                 continue
             if platform not in listed:
                 raise UsageError(f"experiment '{eid}' has no platform '{platform}'; valid choices: {', '.join(listed)}")
-            out.append((exp, platform, None))
+            out.append((exp, platform, platforms.why_lane_unavailable(platform, exp.platform(platform))))
             continue
         for p in listed:
-            why = platforms.why_unavailable(p)
-            out.append((exp, p, f"the {p} platform is not available here: {why}" if why else None))
+            out.append((exp, p, platforms.why_lane_unavailable(p, exp.platform(p))))
     return out
 
 

@@ -32,7 +32,7 @@ from gem5.components.processors.simple_processor import SimpleProcessor
 from gem5.isas import ISA
 
 from .cache_hierarchy import TraplineCacheHierarchy
-from .memory import TraplineMemory
+from .memory import TraplineMemory, TraplineNumaMemory
 from .params import Gem5Params
 
 O3_FETCH_BUFFER = 64  # BaseO3CPU.fetchBufferSize default, bytes (src/cpu/o3/BaseO3CPU.py)
@@ -58,21 +58,42 @@ class TraplineBoard(SimpleBoard):
             created when every core is busy fails: pthread_create returns EAGAIN).
         """
         processor = SimpleProcessor(cpu_type=cpu_type, num_cores=num_cores, isa=ISA[params.isa])
+        numa = params.numa if params.numa is not None and params.numa.applied else None
+        if numa is not None:
+            # trapline's gem5 change numa-first-touch: one memory per node
+            memory = TraplineNumaMemory(params.memory, numa, numa.node_of_core(num_cores), params.tlb.page_bytes,
+                                        size=mem_size)
+        else:
+            memory = TraplineMemory(params.memory, size=mem_size)
         super().__init__(
             clk_freq=params.clock,
             processor=processor,
-            memory=TraplineMemory(params.memory, size=mem_size),
+            memory=memory,
             cache_hierarchy=TraplineCacheHierarchy(params, num_cores=num_cores),
         )
         self._trapline_params = params
+        self._first_touch_pools = numa.node_of_core(num_cores) if numa is not None else None
         self.cache_line_size = params.cache_line_size
         for core in processor.get_cores():
             self._set_tlbs(core.get_mmu(), params)
+            if params.prefetch is not None:
+                # trapline's gem5 change sparc-prefetch (SparcISA parameters)
+                for isa in core.get_simobject().isa:
+                    isa.strong_prefetch = params.prefetch.strong
+                    isa.strong_prefetch_trap_latency = params.prefetch.trap_latency
             if cpu_type == CPUTypes.O3 and params.cache_line_size < O3_FETCH_BUFFER:
                 # O3's fetch buffer (64 bytes) may not exceed a cache line: its fetch
                 # stage stops with "fetch buffer size ... is greater than the cache
                 # block size" (src/cpu/o3/fetch.cc) on 32- and 16-byte lines.
                 core.get_simobject().fetchBufferSize = params.cache_line_size
+
+    def set_se_binary_workload(self, *args, **kwargs) -> None:
+        """SimpleBoard's, then (trapline's gem5 change numa-first-touch) the page placement:
+        SEWorkload.first_touch_pools, the node of each core, so that a page comes from
+        the memory pool of the node whose core touched it first."""
+        super().set_se_binary_workload(*args, **kwargs)
+        if self._first_touch_pools is not None:
+            self.workload.first_touch_pools = self._first_touch_pools
 
     @staticmethod
     def _set_tlbs(mmu, params: Gem5Params) -> None:

@@ -98,7 +98,9 @@ class TraplineCacheHierarchy(AbstractClassicCacheHierarchy):
     without an index: ``board.cache_hierarchy.l1dcaches``; with two cores
     ``l1dcaches0`` and ``l1dcaches1``): l1icaches, l1dcaches, l2buses, l2caches
     (one shared entry when the L2 is the last level), iptw_caches, dptw_caches.
-    The shared l3bus, l3cache and membus are single objects.
+    The shared l3bus, l3cache and membus are single objects. With trapline's gem5
+    change bus-lock (params.bus_lock), bus_lock_ports sit between each core and its
+    L1D and share one bus_lock.
     """
 
     def __init__(self, params: Gem5Params, membus: Optional[BaseXBar] = None, num_cores: int = 1) -> None:
@@ -178,11 +180,21 @@ class TraplineCacheHierarchy(AbstractClassicCacheHierarchy):
         if walkers:
             self.iptw_caches = [MMUCache(size=WALK_CACHE_SIZE) for _ in range(n)]
             self.dptw_caches = [MMUCache(size=WALK_CACHE_SIZE) for _ in range(n)]
+        if p.bus_lock is not None:
+            # trapline's gem5 change bus-lock: between each core and its L1D, a port that
+            # finds the second half of a split locked RMW and locks the board's bus
+            from m5.objects import BusLock, BusLockPort
+            self.bus_lock = BusLock(hold=p.bus_lock.hold)
+            self.bus_lock_ports = [BusLockPort(bus=self.bus_lock, core=i) for i in range(n)]
         for i, core in enumerate(cores):
             # the bus this core's L1s (and page-walk caches) send their misses to
             l1_bus = self.membus if p.l2 is None else self.l2buses[0 if shared_l2 else i]
             core.connect_icache(self.l1icaches[i].cpu_side)
-            core.connect_dcache(self.l1dcaches[i].cpu_side)
+            if p.bus_lock is not None:
+                core.connect_dcache(self.bus_lock_ports[i].cpu_side_port)
+                self.bus_lock_ports[i].mem_side_port = self.l1dcaches[i].cpu_side
+            else:
+                core.connect_dcache(self.l1dcaches[i].cpu_side)
             self.l1icaches[i].mem_side = l1_bus.cpu_side_ports
             self.l1dcaches[i].mem_side = l1_bus.cpu_side_ports
             if walkers:

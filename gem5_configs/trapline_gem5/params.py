@@ -18,6 +18,15 @@ the gem5 parameter) or is recorded in ``notes`` (field, value, what gem5 does
 instead). A field is never dropped silently: whatever this module does not
 know is noted as unused (``_cover``).
 
+What gem5 can take depends on the gem5 that runs: trapline's own build has
+changes (gem5_configs/changes/<name>) that stock gem5 lacks, and ``changes``
+names those the running gem5 has (run_se.py reads them from the binary,
+m5.trapline_build; trapline from the binary's facts). With numa-first-touch
+the machine's NUMA nodes and latencies are mapped (one memory per node, pages
+by first touch, a remote request delayed); with bus-lock its
+atomics.split_lock_cost (a split locked RMW holds every core's traffic); with
+sparc-prefetch a SPARC machine's prefetch semantics and trap cost.
+
 Sizes are written with binary prefixes ("32KiB", "2MiB"): gem5 reads "32kB" as
 32768 bytes too, but since v24 its ``m5.util.convert.toMemorySize`` warns that
 a base-10 prefix "will be cast to base 2"; "KiB" means the same in every
@@ -86,6 +95,11 @@ MEM_SIZE = "512MiB"
 MEM_BANDWIDTH = "12.8GiB/s"   # SimpleMemory's default bandwidth, 12.8GB/s (src/mem/SimpleMemory.py), base 2
 
 LEVELS = ("l1i", "l1d", "l2", "l3")
+
+# trapline's gem5 changes this mapping uses (gem5_configs/changes/<name>/README.md)
+NUMA_CHANGE = "numa-first-touch"
+BUS_LOCK_CHANGE = "bus-lock"
+SPARC_PREFETCH_CHANGE = "sparc-prefetch"
 
 _GEM5_FREQ = re.compile(r"^[0-9]+(?:\.[0-9]+)?(?:GHz|MHz|kHz|Hz)$")
 
@@ -213,11 +227,41 @@ class TLBParams:
 
 @dataclass
 class NUMAParams:
-    """Recorded, not applied: gem5 SE on a SimpleBoard has one memory (see notes)."""
+    """The machine's NUMA nodes. ``applied`` (trapline's gem5 change numa-first-touch):
+    one memory per node on its own address range and memory pool, a page from the
+    pool of the node whose core touched it first, and ``extra_ps[i][n]``, the delay
+    a request from a core on node i pays at node n's memory on top of the local
+    latency (memory.latency). Not applied (stock gem5): recorded only (see notes)."""
     nodes: int
     latency_cycles: List[List[int]]
     interleave: bool
     interleave_granularity_bytes: Optional[int]
+    applied: bool = False
+    extra_ps: List[List[int]] = field(default_factory=list)
+
+    def node_of_core(self, cores: int) -> List[int]:
+        """The node of each core: the cores split into ``nodes`` equal blocks in order
+        (core i on node i * nodes // cores); with fewer cores than nodes, core i on node i."""
+        if cores <= self.nodes:
+            return list(range(cores))
+        return [i * self.nodes // cores for i in range(cores)]
+
+
+@dataclass
+class BusLockParams:
+    """trapline's gem5 change bus-lock: how long the second half of a split locked
+    read-modify-write holds every core's data requests (BusLock.hold, "420000ps")."""
+    hold: str
+    hold_cycles: float
+
+
+@dataclass
+class PrefetchParams:
+    """trapline's gem5 change sparc-prefetch (SparcISA parameters): whether the strong
+    prefetch codes fill the TLB (strong_prefetch), and what the SE kernel's drop of a
+    strong prefetch to an unmapped page costs (strong_prefetch_trap_latency, "2636870ps")."""
+    strong: bool
+    trap_latency: str
 
 
 @dataclass
@@ -255,6 +299,9 @@ class Gem5Params:
     mapped: Dict[str, str] = field(default_factory=dict)
     notes: List[Note] = field(default_factory=list)
     format: int = FORMAT
+    changes: List[str] = field(default_factory=list)      # trapline's gem5 changes the mapping used
+    bus_lock: Optional[BusLockParams] = None
+    prefetch: Optional[PrefetchParams] = None
 
     def caches(self) -> List[CacheLevel]:
         """The levels present, top down: L1I, L1D, then L2 and L3 if any."""
@@ -283,7 +330,10 @@ class Gem5Params:
             cache_bus=XBarParams(**d["cache_bus"]), membus=XBarParams(**d["membus"]),
             memory=MemoryParams(**d["memory"]), tlb=TLBParams(**d["tlb"]),
             numa=NUMAParams(**d["numa"]) if d.get("numa") is not None else None,
-            mapped=dict(d["mapped"]), notes=[Note(**n) for n in d["notes"]], format=d["format"])
+            mapped=dict(d["mapped"]), notes=[Note(**n) for n in d["notes"]], format=d["format"],
+            changes=list(d.get("changes", [])),
+            bus_lock=BusLockParams(**d["bus_lock"]) if d.get("bus_lock") is not None else None,
+            prefetch=PrefetchParams(**d["prefetch"]) if d.get("prefetch") is not None else None)
 
     @classmethod
     def from_json(cls, text: str) -> "Gem5Params":
@@ -325,8 +375,10 @@ def snoop_filter_capacity(params: Gem5Params, bus: str, cores: int = 1) -> str:
     return gem5_size(max(SNOOP_FILTER_DEFAULT_BYTES, 1 << (above - 1).bit_length()))
 
 
-def from_machine(machine: Any, mem_size: str = MEM_SIZE) -> Gem5Params:
-    """The typed machine JSON (python -m trapline.platforms.gem5) -> Gem5Params."""
+def from_machine(machine: Any, mem_size: str = MEM_SIZE, changes=()) -> Gem5Params:
+    """The typed machine JSON (python -m trapline.platforms.gem5) -> Gem5Params, for a gem5
+    with trapline's `changes` (names of gem5_configs/changes/; none: a stock gem5)."""
+    changes = sorted(set(changes))
     fields = _fields(machine)
     data = machine
     sets = [str(s) for s in machine.get("sets", [])]
@@ -474,18 +526,45 @@ def from_machine(machine: Any, mem_size: str = MEM_SIZE) -> Gem5Params:
     # ---- NUMA
     numa = None
     if group("numa"):
-        lat = [[round_half_up(v) for v in row] for row in num("numa.latency_ns")]
+        raw = num("numa.latency_ns")
+        lat = [[round_half_up(v) for v in row] for row in raw]
         inter = bool(_get("numa.interleave"))
         gran = _get("numa.interleave_granularity")
-        numa = NUMAParams(nodes=int(_get("numa.nodes")), latency_cycles=lat, interleave=inter,
+        nodes = int(_get("numa.nodes"))
+        numa = NUMAParams(nodes=nodes, latency_cycles=lat, interleave=inter,
                           interleave_granularity_bytes=size_bytes("numa.interleave_granularity")
                           if gran is not None else None)
-        why = ("gem5 SE mode on a SimpleBoard has one core and one memory (SimpleBoard._setup_memory_ranges: a "
-               "single AddrRange), and SE has no OS page placement (first touch, interleaving), so NUMA is "
-               "not modelled: every access costs memory.latency, the local figure")
-        for k in ("nodes", "latency_ns", "interleave", "interleave_granularity"):
-            if f"numa.{k}" in leaves(data):
-                note(f"numa.{k}", why)
+        if NUMA_CHANGE in changes and nodes > 1:
+            numa.applied = True
+            numa.extra_ps = [[cycles_to_ps(max(0.0, raw[i][n] - raw[n][n]), hz) for n in range(nodes)]
+                             for i in range(nodes)]
+            mapped["numa.nodes"] = (f"{nodes} memories, one per node, each on its own address range and so its own "
+                                    f"SE memory pool (TraplineNumaMemory); SEWorkload.first_touch_pools gives a page "
+                                    f"the pool of the node whose core touched it first; core i of n is on node "
+                                    f"i * {nodes} // n (trapline's gem5 change {NUMA_CHANGE})")
+            mapped["numa.latency_ns"] = ("NumaDelay.extra in front of each node's memory: a request from a core on "
+                                         "node i to node n's memory waits latency_ns[i][n] - latency_ns[n][n] on "
+                                         "top of memory.latency, the local load-to-use (extra_ps)")
+            if any(abs(raw[n][n] - num("memory.latency")) > 0.5 for n in range(nodes)):
+                note("numa.latency_ns", "the local latency is memory.latency; this matrix's diagonal differs from it, "
+                                        "and only its differences to the diagonal are used")
+            if inter:
+                for k in ("interleave", "interleave_granularity"):
+                    if f"numa.{k}" in leaves(data):
+                        note(f"numa.{k}", "interleaving is not modelled: every page goes to the node of the core "
+                                          "that touched it first")
+            else:
+                mapped["numa.interleave"] = "false: pages by first touch (SEWorkload.first_touch_pools)"
+                if "numa.interleave_granularity" in leaves(data):
+                    note("numa.interleave_granularity", "unused: numa.interleave is false")
+        else:
+            why = (f"stock gem5's SE mode places every page in one memory pool, with no first touch and no remote "
+                   f"latency (Process::allocateMem, src/sim/process.cc), so NUMA is not modelled: every access "
+                   f"costs memory.latency, the local figure (trapline's gem5 has the change {NUMA_CHANGE}: "
+                   f"./run.sh gem5 build)" if nodes > 1 else "one node: nothing to place")
+            for k in ("nodes", "latency_ns", "interleave", "interleave_granularity"):
+                if f"numa.{k}" in leaves(data):
+                    note(f"numa.{k}", why)
 
     # ---- TLBs
     page = size_bytes("tlb.dtlb.page")
@@ -554,18 +633,50 @@ def from_machine(machine: Any, mem_size: str = MEM_SIZE) -> Gem5Params:
     for k in ("w2", "w4", "w8", "penalty", "line_cross_penalty"):
         if f"unaligned.{k}" in leaves(data):
             note(f"unaligned.{k}", "QEMU-model-only. " + unaligned)
+    bus_lock = None
     for k in ("lock_cost", "split_lock_cost"):
-        if f"atomics.{k}" in leaves(data):
+        if f"atomics.{k}" not in leaves(data):
+            continue
+        if k == "split_lock_cost" and BUS_LOCK_CHANGE in changes and isa == "X86":
+            cycles = float(num("atomics.split_lock_cost"))
+            bus_lock = BusLockParams(hold=f"{cycles_to_ps(cycles, hz)}ps", hold_cycles=cycles)
+            mapped["atomics.split_lock_cost"] = (
+                f"BusLock.hold = {bus_lock.hold}: the second half of a locked read-modify-write that straddles two "
+                f"lines (a second locked read before the first one's write) waits this long, and every other core's "
+                f"data requests wait until it is over (BusLockPort between each core and its L1D; trapline's gem5 "
+                f"change {BUS_LOCK_CHANGE})")
+        elif k == "split_lock_cost" and isa == "X86":
+            note(f"atomics.{k}", f"stock gem5 locks each cache line of a split locked read-modify-write on its own "
+                                 f"(src/mem/cache/base.cc) and holds no bus, so nothing charges a bus lock "
+                                 f"(trapline's gem5 has the change {BUS_LOCK_CHANGE}: ./run.sh gem5 build)")
+        else:
             note(f"atomics.{k}", "QEMU-model-only: gem5 times a locked read-modify-write by its CPU model and cache "
-                                 "protocol; no parameter charges a fixed lock or bus-lock (split lock) cost")
+                                 "protocol; no parameter charges a fixed lock cost")
     if "coherence.transfer_latency" in leaves(data):
         note("coherence.transfer_latency", "QEMU-model-only: the lockstep lane's lock-line hand-off between vCPUs "
                                           "(model/plugin/contention.c); gem5's cache protocol times coherence itself")
-    for k in ("semantics", "trap_cost"):
-        if f"prefetch.{k}" in leaves(data):
-            note(f"prefetch.{k}", "QEMU-model-only: whether a software prefetch that misses the TLB walks, traps or "
-                                  "is dropped is decided by gem5's decoder for the ISA, not by a parameter, and "
-                                  "SE mode has no kernel trap to charge")
+    prefetch = None
+    if isa == "SPARC" and SPARC_PREFETCH_CHANGE in changes and "prefetch.semantics" in leaves(data):
+        strong = _get("prefetch.semantics") == "strong"
+        trap = f"{cycles_to_ps(float(num('prefetch.trap_cost')), hz)}ps" if "prefetch.trap_cost" in fields else "0ps"
+        prefetch = PrefetchParams(strong=strong, trap_latency=trap)
+        mapped["prefetch.semantics"] = (f"SparcISA.strong_prefetch = {strong}: the strong prefetch codes (20-23) "
+                                        + ("fill the TLB (a miss takes the MMU-miss trap)" if strong else
+                                           "are dropped on a TLB miss, as the weak codes are")
+                                        + f" (trapline's gem5 change {SPARC_PREFETCH_CHANGE})")
+        if "prefetch.trap_cost" in fields:
+            mapped["prefetch.trap_cost"] = (f"SparcISA.strong_prefetch_trap_latency = {trap}: in SE mode the "
+                                            "kernel's drop of a strong prefetch to an unmapped page stops the thread "
+                                            "this long" + ("" if strong else " (unused: weak semantics)"))
+    else:
+        why = ("QEMU-model-only: gem5's decoder decides what a software prefetch does, not a parameter, and SE mode "
+               "has no kernel trap to charge" if isa != "SPARC" else
+               "stock gem5 decodes every SPARC prefetch as a Nop (src/arch/sparc/isa/decoder.isa, Nop::prefetch): "
+               f"nothing misses a TLB or traps (trapline's gem5 has the change {SPARC_PREFETCH_CHANGE}: "
+               "./run.sh gem5 build)")
+        for k in ("semantics", "trap_cost"):
+            if f"prefetch.{k}" in leaves(data):
+                note(f"prefetch.{k}", why)
     note("traps.cost", "QEMU-model-only: SE mode emulates system calls in the simulator and runs no kernel, so no "
                        "trap handler is timed (page faults are filled by the simulator)")
     if group("windows"):
@@ -584,7 +695,8 @@ def from_machine(machine: Any, mem_size: str = MEM_SIZE) -> Gem5Params:
     params = Gem5Params(
         machine=str(data["machine"]), sets=sets, arch=arch, isa=isa, clock=clock, clock_hz=hz,
         cache_line_size=line, l1i=levels["l1i"], l1d=levels["l1d"], l2=levels.get("l2"), l3=levels.get("l3"),
-        cache_bus=CACHE_BUS, membus=MEMBUS, memory=memory, tlb=tlb, numa=numa, mapped=mapped, notes=notes)
+        cache_bus=CACHE_BUS, membus=MEMBUS, memory=memory, tlb=tlb, numa=numa, mapped=mapped, notes=notes,
+        changes=changes, bus_lock=bus_lock, prefetch=prefetch)
     _cover(params, data)
     return params
 

@@ -35,15 +35,32 @@
  * With fewer than two nodes that have usable CPUs nothing here can be
  * measured: kind=info nodes=<n> and kind=skip reason=single_numa_node for
  * every requested variant, exit 0. No placement or latency is invented.
+ *
+ * The gem5 build (-DTL_GEM5, gem5_main below) runs in gem5's syscall-emulation
+ * mode, which has no scheduler to bind with, no /sys topology and no
+ * move_pages: there the main thread runs on core 0 and the one thread it
+ * starts at a time on core 1, by construction (SE gives each thread a core of
+ * its own, in creation order; trapline's board puts core i on node i).
+ * "Bind to B" is "run in that thread", placement is read from gem5's
+ * statistics at each node's memory (gem5_numa_pages_node*), the bimodal draw
+ * (a scheduler's choice) is skipped, and the chase visits the lines in a
+ * fixed stride order (line k, k+S, k+2S, ... mod the line count, S prime
+ * and more than a page of lines): on a board without hardware prefetchers,
+ * whose SE mode refills TLB misses untimed, every step is one dependent
+ * memory access as in the random chase, for a fraction of the simulated
+ * instructions the random shuffle costs (gem5 simulates about 0.2 million
+ * instructions a second on its O3 CPU).
  */
 #include "trapline.h"
 #include <dirent.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 TL_ARGS({"variant", "all", "[choice] all|first-touch-local|touch-then-bind-other|bind-first|bimodal"},
+        {"threads", "2", "[int 2..2] threads at once: the main one and the measuring one (gem5 build: a core each)"},
         {"size", "67108864", "[int 4096..68719476736] buffer bytes (quick: 4194304)"},
         {"cpu", "-1", "[int -1..4095] CPU A, the touching CPU (-1: first usable CPU of the lowest node)"},
         {"target_cpu", "-1", "[int -1..4095] CPU B on another node (-1: first usable CPU of the next node)"},
@@ -278,6 +295,94 @@ static void experiment(const struct run *R, const struct topo *t, const char *va
     munmap(buf, R->size);
 }
 
+#if defined(TL_GEM5)
+/* ------------------------------------------------------ the gem5 build */
+
+#define STRIDE_LINES 4099 /* prime, more than a page (64 lines) apart */
+
+struct gem5_job {
+    const struct run *R;
+    const char *variant;
+    char *buf;      /* NULL: allocate and touch it here */
+    size_t nlines;
+    int core;       /* where this runs: 0 the main thread, 1 the thread */
+    int touch_core;
+};
+
+/* Link line k to line k+S (mod n): one cycle through every line when S and n
+ * are coprime. Writes every line from the core this runs on. */
+static void touch_stride(char *buf, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t next = k + STRIDE_LINES;
+        if (next >= n)
+            next -= n;
+        *(char **)(buf + k * LINE) = buf + next * LINE;
+        k = next;
+    }
+}
+
+static void gem5_measure(struct gem5_job *j)
+{
+    if (!j->buf) {
+        j->buf = alloc_buf(j->R->size);
+        touch_stride(j->buf, j->nlines);
+        j->touch_core = j->core;
+    }
+    char params[200];
+    snprintf(params, sizeof params, "size=%zu pattern=%s cpu=%d cpu_node=%d touch_cpu=%d touch_node=%d placement=gem5",
+             j->R->size, j->R->pattern, j->core, j->core, j->touch_core, j->touch_core);
+    struct ctx c = {.buf = j->buf, .nlines = j->nlines, .stride = j->R->stride};
+    tl_measure(j->variant, params, j->R->warmup, j->R->reps, body, &c);
+    TL_USE(c.sink);
+}
+
+static void *gem5_thread(void *vj)
+{
+    gem5_measure(vj);
+    return NULL;
+}
+
+/* Run j on core 1: a thread of its own, which gem5's SE mode gives the next core. */
+static void on_core1(struct gem5_job *j)
+{
+    pthread_t th;
+    j->core = 1;
+    int e = pthread_create(&th, NULL, gem5_thread, j);
+    if (e)
+        tl_fail("pthread_create: %s (gem5 needs a second core: run_se.py --cores 2)", strerror(e));
+    pthread_join(th, NULL);
+}
+
+static int gem5_main(const struct run *R, const char *const *list)
+{
+    size_t n = R->size / LINE;
+    if (n % STRIDE_LINES == 0)
+        tl_fail("size/64 must not be a multiple of %d", STRIDE_LINES);
+    tl_header("nodes=2 cpu_nodes=2 usable_cpus=2 size=%zu pattern=%s placement=gem5", R->size, R->pattern);
+    for (int i = 0; list[i]; i++) {
+        const char *v = list[i];
+        struct gem5_job j = {.R = R, .variant = v, .nlines = n};
+        if (!strcmp(v, "first-touch-local")) {
+            gem5_measure(&j);
+        } else if (!strcmp(v, "touch-then-bind-other")) {
+            j.buf = alloc_buf(R->size);
+            touch_stride(j.buf, n);
+            j.touch_core = 0;
+            on_core1(&j);
+        } else if (!strcmp(v, "bind-first")) {
+            on_core1(&j);
+        } else {
+            tl_skip(v, "no_scheduler_in_gem5_se");
+            continue;
+        }
+        munmap(j.buf, R->size);
+    }
+    return 0;
+}
+#endif
+
 int main(int argc, char **argv)
 {
     struct tl_opts o = tl_start("numa-first-touch", argc, argv, args);
@@ -298,6 +403,9 @@ int main(int argc, char **argv)
         memcpy(list, all_variants, sizeof all_variants);
     else
         list[0] = variant;
+#if defined(TL_GEM5)
+    return gem5_main(&R, list);
+#endif
 
     cpu_set_t allowed;
     if (sched_getaffinity(0, sizeof allowed, &allowed)) {

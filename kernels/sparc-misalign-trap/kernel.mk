@@ -3,5 +3,6 @@
 BINS += $(O)/sparc-misalign-trap/misalign
 $(O)/sparc-misalign-trap/misalign: sparc-misalign-trap/misalign.c common/trapline.h
 	$(tl_static)
-# The gem5 flavour on sparc64 links it with the freestanding runtime (common/freestanding.mk).
+# The gem5-freestanding flavour on sparc64 (a stock gem5) links it with the freestanding runtime
+# (common/freestanding.mk).
 TL_FREESTANDING_BINS += $(O)/sparc-misalign-trap/misalign

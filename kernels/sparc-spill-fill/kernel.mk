@@ -7,5 +7,6 @@ $(O)/sparc-spill-fill/spill-fill: CFLAGS += -fno-optimize-sibling-calls
 $(O)/sparc-spill-fill/spill-fill: sparc-spill-fill/spill_fill.c sparc-spill-fill/lib_a.c sparc-spill-fill/lib_b.c \
                                   sparc-spill-fill/spill_fill.h common/trapline.h
 	$(tl_static)
-# The gem5 flavour on sparc64 links it with the freestanding runtime (common/freestanding.mk).
+# The gem5-freestanding flavour on sparc64 (a stock gem5) links it with the freestanding runtime
+# (common/freestanding.mk).
 TL_FREESTANDING_BINS += $(O)/sparc-spill-fill/spill-fill

@@ -79,6 +79,15 @@ def why_unavailable(name: str) -> str | None:
     return _load(name).why_unavailable()
 
 
+def why_lane_unavailable(name: str, spec: dict) -> str | None:
+    """Why the platform called name cannot run here, or this lane of it (spec: its part of an
+    experiment file) cannot (Platform.why_lane_unavailable); None when it can."""
+    why = why_unavailable(name)
+    if why:
+        return f"the {name} platform is not available here: {why}"
+    return _load(name).why_lane_unavailable(spec) if "not_applicable" not in spec else None
+
+
 def available() -> list[str]:
     """The platforms that can run here, in column order."""
     return [n for n in names() if why_unavailable(n) is None]

@@ -123,6 +123,9 @@ class Platform:
     lanes: tuple[type[Lane], ...] = (Lane,)
     # Its own command-line options (CommandOption), on every command that runs experiments.
     options: tuple[CommandOption, ...] = ()
+    # What a lane's `needs` names on it (e.g. gem5: trapline's changes to gem5); "" : a lane
+    # of it needs nothing beyond the platform (why_lane_unavailable).
+    lane_needs = ""
 
     def __init__(self, ctx: RunContext):
         self.ctx = ctx
@@ -134,6 +137,13 @@ class Platform:
         """Why it cannot run on this machine (a tool it needs is missing: say how to get it),
         or None when it can. An unavailable platform's lanes become not-applicable entries
         with this reason; --platform NAME is refused with it."""
+        return None
+
+    @classmethod
+    def why_lane_unavailable(cls, spec: dict) -> str | None:
+        """Why one lane (spec: its part of an experiment file) cannot run here although the
+        platform can: something it `needs` that this machine's tool lacks (say how to get
+        it); None when it can. Such a lane's entry is not-applicable with this reason."""
         return None
 
     @classmethod
@@ -160,6 +170,8 @@ class Platform:
             errs.append(f"{at}: needs 'arch' (the guest: x86_64, sparc64 or armv6)")
         if "host_facts" in spec:
             errs += cls.host_facts_problems(f"{at}.host_facts", spec["host_facts"])
+        if "needs" in spec and not cls.lane_needs:
+            errs.append(f"{at}.needs: a {cls.label} lane needs nothing beyond the platform")
         return errs
 
     @classmethod

@@ -3,7 +3,9 @@
 trapline_gem5's board (the same gem5_configs/machines/<name>.yaml as the timing
 model's lane: trapline.platforms.gem5.machine_json.export, gem5_configs/trapline_gem5/params.py).
 
-The kernels run in their gem5 flavour (build.build(arch, flavour="gem5"), -DTL_GEM5):
+The kernels run in their gem5 flavour (build.build(arch, flavour="gem5"), -DTL_GEM5;
+kernel_flavour: on sparc64 with a gem5 that cannot start a glibc program, the
+gem5-freestanding flavour):
 each measured repetition resets gem5's statistics where it begins and dumps them where
 it ends (m5 ops), so stats.txt holds one block per region. Sample i gets region i's
 simulated time (its ticks between the markers) and cycles, and gem5's counts as
@@ -14,8 +16,11 @@ binary, machine and arguments give the same ticks.
 The CPU model is the machine's `gem5.cpu` (timing, minor or o3; O3 where the claim is
 about a real pipeline) or `--set gem5.cpu=...`; one core per thread a run starts
 (SE mode gives a thread a core of its own: trapline.platforms.gem5.run.cores_for). gem5 itself
-comes from --gem5 PATH, $GEM5, or gem5.opt/gem5 on PATH (trapline.platforms.gem5.binary.find);
-without one the platform is unavailable and says how to get one. docs/gem5.md.
+comes from --gem5 PATH, $GEM5, trapline's own build (./run.sh gem5 build), or gem5.opt/gem5
+on PATH (trapline.platforms.gem5.binary.find); without one the platform is unavailable and
+says how to get one. A lane that `needs` trapline's changes to gem5 (gem5_configs/changes/)
+runs only on a gem5 that has them; on another its entry is not-applicable and says how to
+get them (why_lane_unavailable). docs/gem5.md.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ from trapline.platforms.base import (CommandOption, Lane, Platform, PlatformRun,
 from trapline.proc import tail
 
 FLAVOUR = "gem5"          # the kernels' build flavour with m5-op region markers (kernels/common)
+FREESTANDING = "gem5-freestanding"  # ... whose listed sparc64 kernels link without glibc
+GLIBC_CHANGE = "sparc-glibc"        # trapline's change that lets SPARC SE start a glibc program
 TIMEOUT_S = 3600          # a full-size run on the O3 CPU is slow (about 0.3 M instructions/s)
 CPU_FIELD = "gem5.cpu"    # the machine field (and --set key) that picks the CPU model
 
@@ -51,12 +58,30 @@ def _params_module():
     return mod
 
 
-def unused_fields(m: machines.Machine) -> frozenset[str]:
-    """The machine fields gem5 does not read (params.py notes them instead of mapping
-    them: the model-only costs such as atomics.split_lock_cost or traps.cost), so a
-    parameter fitted to a claim that gem5 ignores does not make gem5's figure 'fitted'."""
-    p = _params_module().from_machine(export(m))
+def unused_fields(m: machines.Machine, g: dict | None = None) -> frozenset[str]:
+    """The machine fields gem5 (facts `g`, default the one found) does not read: params.py
+    notes them instead of mapping them (the model-only costs such as traps.cost, or on a
+    stock gem5 atomics.split_lock_cost), so a parameter fitted to a claim that gem5
+    ignores does not make gem5's figure 'fitted'."""
+    p = _params_module().from_machine(export(m), changes=_changes(g))
     return frozenset(n.field for n in p.notes if n.field not in p.mapped)
+
+
+def _changes(g: dict | None) -> list[str]:
+    """trapline's changes in the gem5 of facts g (None: the gem5 found; none found: [])."""
+    if g is None:
+        try:
+            g = binary.facts(binary.find())
+        except (UsageError, RunFailed):
+            return []
+    return list(g.get("changes", []))
+
+
+def kernel_flavour(arch: str, g: dict) -> str:
+    """The build flavour of the kernels a gem5 (facts g) runs: gem5, or on sparc64 without
+    trapline's change sparc-glibc, gem5-freestanding (a stock gem5's SPARC SE mode stops a
+    glibc program at its first system call: kernels/common/freestanding.mk)."""
+    return FLAVOUR if arch != "sparc64" or GLIBC_CHANGE in g.get("changes", []) else FREESTANDING
 
 
 def cpu_of(m: machines.Machine) -> str:
@@ -69,9 +94,10 @@ class Gem5Lane(Lane):
 
     def sweep_keys(self) -> dict:
         g = binary.facts(binary.find())
-        build.build(self.arch, log=self.ctx.log, flavour=FLAVOUR)  # built once here, so the workers find it
+        flavour = kernel_flavour(self.arch, g)
+        build.build(self.arch, log=self.ctx.log, flavour=flavour)  # built once here, so the workers find it
         return {"gem5_sha256": g["sha256"], "gem5_version": g["version"],
-                "kernels_gem5": build.input_hash(self.arch, FLAVOUR)}
+                "kernels_gem5": build.input_hash(self.arch, flavour)}
 
 
 class Gem5Platform(Platform):
@@ -83,6 +109,7 @@ class Gem5Platform(Platform):
     takes_machine = True
     side_by_side = True   # simulated time does not depend on the host's load
     counters = tuple(c.name for c in stats.COUNTERS)
+    lane_needs = "trapline's changes to gem5 (gem5_configs/changes/<name>)"
     lanes = (Gem5Lane,)
     options = (CommandOption("--gem5", "PATH", "the gem5 binary for the gem5 platform (default: $GEM5, then "
                                                "gem5.opt or gem5 on PATH)"),)
@@ -103,9 +130,37 @@ class Gem5Platform(Platform):
         return None
 
     @classmethod
+    def lane_problems(cls, at: str, spec: dict) -> list[str]:
+        from trapline.platforms.gem5 import from_source
+        errs = super().lane_problems(at, spec)
+        known = from_source.names()
+        for n in spec.get("needs", []):
+            if n not in known:
+                errs.append(f"{at}.needs: '{n}' is not one of trapline's gem5 changes; valid choices: "
+                            f"{', '.join(known)} (gem5_configs/changes/)")
+        return errs
+
+    @classmethod
+    def why_lane_unavailable(cls, spec: dict) -> str | None:
+        needs = spec.get("needs", [])
+        if not needs:
+            return None
+        try:
+            g = binary.facts(binary.find())
+        except (UsageError, RunFailed) as e:
+            return str(e)
+        lacking = binary.lacking(g, needs)
+        if not lacking:
+            return None
+        return (f"this lane needs trapline's gem5 changes {', '.join(lacking)} (gem5_configs/changes/), and the "
+                f"gem5 found is {binary.described(g)}: build trapline's gem5 with {binary.BUILD_IT} "
+                f"(or pass --gem5 a build of it)")
+
+    @classmethod
     def report_lines(cls, f: dict) -> list[str]:
         g = f.get("gem5", {})
-        out = [f"{cls.label}: {g.get('version', '?')}, binary sha256 {str(g.get('sha256') or '-')[:12]}, "
+        which = ("trapline's gem5" if g.get("build") == "trapline" else "stock gem5") if g.get("build") else "gem5"
+        out = [f"{cls.label}: {which} {g.get('version', '?')}, binary sha256 {str(g.get('sha256') or '-')[:12]}, "
                f"ISAs {', '.join(g.get('isas', [])) or '?'}, SE mode (gem5_configs/run_se.py)"]
         return out + machine_lines(cls.label, f.get("machines", {}))
 
@@ -162,10 +217,12 @@ class Gem5Platform(Platform):
         gem5 = binary.find()
         facts = binary.facts(gem5)
         cpu = cpu_of(m)
-        bindir = ctx.tool(f"kernels-{FLAVOUR}-{arch}", lambda: build.build(arch, log=log, flavour=FLAVOUR)) / exp.kernel
+        flavour = kernel_flavour(arch, facts)
+        bindir = ctx.tool(f"kernels-{flavour}-{arch}", lambda: build.build(arch, log=log, flavour=flavour)) / exp.kernel
         output = kernelio.KernelOutput()
         raw, shown, per_run = [], [], []
-        log(f"{exp.id}: gem5 ({cpu} CPU), machine {m.name}{' with ' + ' '.join(m.sets) if m.sets else ''}")
+        log(f"{exp.id}: {binary.described(facts)} ({cpu} CPU, {flavour} kernels), machine "
+            f"{m.name}{' with ' + ' '.join(m.sets) if m.sets else ''}")
         for i, r in enumerate(spec.get("runs", [])):
             args = kernel_args(ctx, exp, r, self.kernel_sets)
             argv = [str(bindir / r["binary"])] + args
@@ -190,14 +247,16 @@ class Gem5Platform(Platform):
             if err:
                 run = PlatformRun(output, "\n".join(raw), shown, error=f"{what}: {err}" if not err.startswith(what)
                                   else err, seconds=time.monotonic() - t0)
-                run.facts = self._facts(exp, m, cpu, facts, per_run)
+                run.facts = self._facts(exp, m, cpu, facts, per_run, flavour)
                 return run
         hashes = {f"{exp.kernel}/{k}": v for k, v in build.binary_hashes(bindir).items()}
         run = PlatformRun(output, "\n".join(raw), shown, binaries=hashes, seconds=time.monotonic() - t0)
-        run.facts = self._facts(exp, m, cpu, facts, per_run)
+        run.facts = self._facts(exp, m, cpu, facts, per_run, flavour)
         return run
 
-    def _facts(self, exp, m: machines.Machine, cpu: str, g: dict, per_run: list[dict]) -> dict:
-        return {**machine_provenance(exp, m, unused_fields(m)), "cpu": cpu, "deterministic": True,
-                "gem5_version": g.get("version"), "gem5_sha256": g.get("sha256"), "runs": per_run,
+    def _facts(self, exp, m: machines.Machine, cpu: str, g: dict, per_run: list[dict], flavour: str) -> dict:
+        return {**machine_provenance(exp, m, unused_fields(m, g)), "cpu": cpu, "deterministic": True,
+                "gem5_version": g.get("version"), "gem5_sha256": g.get("sha256"), "gem5_build": g.get("build"),
+                "gem5_changes": g.get("changes", []), "gem5_changes_sha256": g.get("changes_sha256"),
+                "kernel_flavour": flavour, "runs": per_run,
                 "config_sha256": sorted({r["config_sha256"] for r in per_run if r["config_sha256"]})}

@@ -1,11 +1,16 @@
 """Where gem5 comes from, and what it is.
 
-gem5 is a tool the user brings (docs/gem5.md, "Get gem5"): trapline never
-vendors, downloads or builds it. One place finds it:
+trapline builds its own gem5 (`./run.sh gem5 build`: gem5's pinned release source plus
+trapline's changes, from_source.py) and still runs a gem5 the user brings (docs/gem5.md,
+"Get gem5"). One place finds it:
 
-    find(flag)        the --gem5 PATH value, else $GEM5, else gem5.opt or gem5 on PATH;
+    find(flag)        the --gem5 PATH value, else $GEM5, else trapline's gem5 built for the
+                      current changes (from_source.built), else gem5.opt or gem5 on PATH;
                       none: Gem5Missing, one line saying how to get one
-    facts(path)       for the manifest: sha256, version, ISAs, Ruby protocol
+    facts(path)       for the manifest: sha256, version, ISAs, Ruby protocol, and which of
+                      trapline's changes it has ("build": stock or trapline's)
+    lacking(facts, changes)
+                      the changes a lane needs that this gem5 lacks, and why it matters
 
 ``gem5.opt --version`` does not exist and ``-B`` fails in v24, so the version
 comes from a table keyed by the binary's sha256 (KNOWN) and, for any binary,
@@ -37,6 +42,7 @@ from trapline.proc import run_command, tail
 from trapline.results import atomic_json, sha256_file
 
 from trapline.paths import ROOT, shared
+from trapline.platforms.gem5 import from_source
 PROBE = ROOT / "gem5_configs" / "probe.py"
 PROBE_MARK = "TRAPLINE-PROBE "
 ENV = "GEM5"                      # the gem5 binary
@@ -54,8 +60,9 @@ KNOWN_XZ = {
     "8311d770309f442a0e4bd78c13b01de7373dc0e1e7997743277ae0e9b74ca58b":
         "6f40e66a0a463f228a1be0a42947bdde15c93f32f2b6907c4831db994e73291f",
 }
-HOW_TO_GET = ("pass --gem5 PATH, set GEM5=PATH, or put gem5.opt on PATH; to build one (gem5 v24.0.0.1, "
-              "about 90 minutes on 2 cores): docs/gem5.md, 'Get gem5'")
+BUILD_IT = "./run.sh gem5 build"
+HOW_TO_GET = (f"build trapline's gem5 with {BUILD_IT} (gem5 v24.0.0.1 with trapline's changes, about 90 minutes on "
+              "2 cores), or pass --gem5 PATH, set GEM5=PATH, or put gem5.opt on PATH: docs/gem5.md, 'Get gem5'")
 
 
 class Gem5Missing(RunFailed):
@@ -63,9 +70,10 @@ class Gem5Missing(RunFailed):
 
 
 def find(flag: str | os.PathLike | None = None, environ: dict | None = None) -> Path:
-    """The gem5 binary: `flag` (the --gem5 value), else $GEM5, else gem5.opt or gem5
-    on PATH. A path given by the flag or GEM5 that is not an executable file is a
-    UsageError naming where it came from; no gem5 at all is Gem5Missing."""
+    """The gem5 binary: `flag` (the --gem5 value), else $GEM5, else trapline's gem5 built
+    for the current changes, else gem5.opt or gem5 on PATH. A path given by the flag or
+    GEM5 that is not an executable file is a UsageError naming where it came from; no
+    gem5 at all is Gem5Missing."""
     env = os.environ if environ is None else environ
     for where, value in (("--gem5", flag), (ENV, env.get(ENV))):
         if value:
@@ -73,6 +81,9 @@ def find(flag: str | os.PathLike | None = None, environ: dict | None = None) -> 
             if not (p.is_file() and os.access(p, os.X_OK)):
                 raise UsageError(f"{where} {value}: not an executable file; {HOW_TO_GET}")
             return p.resolve()
+    own = from_source.built()
+    if own is not None:
+        return own
     for name in NAMES:
         found = shutil.which(name, path=env.get("PATH", os.defpath))
         if found:
@@ -143,15 +154,36 @@ def probe(path: Path, timeout: float = 120) -> dict:
 
 
 def facts(path: Path) -> dict:
-    """For the manifest: {"path", "sha256", "bytes", "version", "reports_version",
-    "isas", "protocol"}. version is KNOWN's description of the sha256, or
-    "unknown version (sha256 ...)"; reports_version is what gem5 itself says."""
+    """For the manifest: {"path", "sha256", "bytes", "version", "reports_version", "isas",
+    "protocol", "build", "changes", "changes_sha256"}. version is KNOWN's description of
+    the sha256, trapline's build's own description, or "unknown version (sha256 ...)";
+    reports_version is what gem5 itself says; build is "trapline" (a binary of
+    `./run.sh gem5 build`, which says so itself: m5.trapline_build) or "stock"."""
     path = Path(path).resolve()
     digest = sha256_of(path)
     p = probe(path)
-    return {"path": str(path), "sha256": digest, "bytes": path.stat().st_size,
-            "version": KNOWN.get(digest, f"unknown version (sha256 {digest})"),
-            "reports_version": p.get("version"), "isas": list(p.get("isas", [])), "protocol": p.get("protocol", "")}
+    own = p.get("trapline") or {}
+    changes = list(own.get("changes", []))
+    version = KNOWN.get(digest) or (f"{own.get('release', '?')} with trapline's changes "
+                                    f"{str(own.get('changes_sha256', ''))[:12]} ({', '.join(changes) or 'none'})"
+                                    if own else f"unknown version (sha256 {digest})")
+    return {"path": str(path), "sha256": digest, "bytes": path.stat().st_size, "version": version,
+            "reports_version": p.get("version"), "isas": list(p.get("isas", [])), "protocol": p.get("protocol", ""),
+            "build": "trapline" if own else "stock", "changes": changes,
+            "changes_sha256": own.get("changes_sha256")}
+
+
+def lacking(g: dict, needs) -> list[str]:
+    """The changes in `needs` that the gem5 of facts `g` does not have."""
+    return [n for n in needs if n not in g.get("changes", [])]
+
+
+def described(g: dict) -> str:
+    """One line: which gem5 this is ("trapline's gem5 (changes 1a2b3c4d5e6f: ...)" or "a stock gem5 ...")."""
+    if g.get("build") == "trapline":
+        return (f"trapline's gem5 (changes {str(g.get('changes_sha256'))[:12]}: {', '.join(g.get('changes', []))}), "
+                f"{g.get('path')}")
+    return f"a stock gem5 ({g.get('version')}), {g.get('path')}"
 
 
 # ---------------------------------------------------------------- the shared binary (tests, CI)

@@ -49,7 +49,8 @@ class Counter:
     doc: str
     needs: str = ""      # a statistic that must be in the dump for the counter to exist (else omitted)
     how: str = "sum"     # sum (of stats), ops (the kernel's), cycles (simTicks at the machine's clock),
-    #                      trace (entries in gem5's Exec trace: TRACED)
+    #                      trace (entries in gem5's Exec trace: TRACED), each (one count per key: the name has
+    #                      "{}", its one statistic a group, e.g. a node's number)
 
     def source(self) -> str:
         """The statistics, as docs name them."""
@@ -59,7 +60,8 @@ class Counter:
             return "simTicks / clock period"
         if self.how == "trace":
             return "Exec trace: entries at the handler's PC"
-        return " + ".join(s.replace("\\d*", "*").replace("\\", "") for s in self.stats)
+        return " + ".join(s.replace("(\\d+)", "<n>").replace("\\d*", "*").replace("\\d+", "*").replace("?", "")
+                          .replace("\\", "") for s in self.stats)
 
 
 def _cache(level: str, stat: str) -> tuple[str, ...]:
@@ -110,10 +112,33 @@ COUNTERS: tuple[Counter, ...] = (
     Counter("gem5_locked_lines", _cache("l1dcaches", r"LockedRMWReadReq\.accesses"),
             "cache lines locked by locked read-modify-writes at the L1D (x86: one per locked RMW, two for one "
             "that straddles a line: gem5 locks each line separately)", needs=rf"{_H}\.l1dcaches\d*\.replacements"),
-    Counter("gem5_memory_reads", (r"board\.memory\.module\.numReads::total",), "reads that reached memory",
-            needs=r"board\.memory\.module\.power_state\.pwrStateResidencyTicks::UNDEFINED"),
-    Counter("gem5_memory_writes", (r"board\.memory\.module\.numWrites::total",), "writes that reached memory",
-            needs=r"board\.memory\.module\.power_state\.pwrStateResidencyTicks::UNDEFINED"),
+    Counter("gem5_memory_reads", (r"board\.memory\.modules?\d*\.numReads::total",), "reads that reached memory",
+            needs=r"board\.memory\.modules?\d*\.power_state\.pwrStateResidencyTicks::UNDEFINED"),
+    Counter("gem5_memory_writes", (r"board\.memory\.modules?\d*\.numWrites::total",), "writes that reached memory",
+            needs=r"board\.memory\.modules?\d*\.power_state\.pwrStateResidencyTicks::UNDEFINED"),
+    Counter("gem5_memory_reads_node{}", (r"board\.memory\.modules(\d+)\.numReads::total",),
+            "reads that reached memory, by node (trapline's gem5, change numa-first-touch: one memory per node)",
+            needs=r"board\.memory\.numa_delays\d+\.pages", how="each"),
+    Counter("gem5_numa_pages_node{}", (r"board\.memory\.numa_delays(\d+)\.pages",),
+            "distinct pages of a node's memory that requests reached, by node, counted at its memory "
+            "(trapline's gem5, change numa-first-touch)", needs=r"board\.memory\.numa_delays\d+\.pages", how="each"),
+    Counter("gem5_numa_remote_requests", (r"board\.memory\.numa_delays\d+\.remote",),
+            "requests that reached a node's memory from a core on another node, each delayed by the machine's "
+            "remote latency (trapline's gem5, change numa-first-touch)", needs=r"board\.memory\.numa_delays\d+\.pages"),
+    Counter("gem5_bus_locks", (rf"{_H}\.bus_lock\.locks",),
+            "bus locks taken: each holds every core's data requests for the machine's atomics.split_lock_cost "
+            "(trapline's gem5, change bus-lock)", needs=rf"{_H}\.bus_lock\.locks"),
+    Counter("gem5_locked_split", (rf"{_H}\.bus_lock_ports\d*\.splits",),
+            "locked read-modify-writes that straddle two cache lines, found at the L1D as a second locked "
+            "read before the first one's write (trapline's gem5, change bus-lock)",
+            needs=rf"{_H}\.bus_lock_ports\d*\.splits"),
+    Counter("gem5_prefetch_traps", (rf"{_CORE}\.isa\d*\.prefetch\.strongDropped",),
+            "SPARC: strong prefetches of unmapped pages, each dropped by the SE kernel after the machine's "
+            "prefetch.trap_cost (trapline's gem5, change sparc-prefetch)",
+            needs=rf"{_CORE}\.isa\d*\.prefetch\.strongDropped"),
+    Counter("gem5_prefetch_tlb_fills", (rf"{_CORE}\.isa\d*\.prefetch\.strongTlbFills",),
+            "SPARC: strong prefetches that missed the TLB and filled it (trapline's gem5, change sparc-prefetch)",
+            needs=rf"{_CORE}\.isa\d*\.prefetch\.strongDropped"),
     Counter("gem5_trap_entries_spill", (), "SPARC: register-window spill traps, counted as entries into the spill "
             "handler gem5's SE mode runs for them (its first instruction, at spillStart, in gem5's Exec trace of "
             "privileged instructions: trapline.platforms.gem5.run; gem5 keeps no trap statistic outside full-system mode)",
@@ -243,6 +268,12 @@ def region(block: dict, clock_hz: float) -> dict:
             continue
         if c.how == "cycles":
             counts[c.name] = round(ticks / period)
+        elif c.how == "each":
+            rx = re.compile(c.stats[0])
+            for k, v in block.items():
+                m = rx.fullmatch(k)
+                if m and not math.isnan(v):
+                    counts[c.name.format(m.group(1))] = int(round(v))
         else:
             counts[c.name] = int(round(_sum(block, c.stats)))
     # simInsts is never reset: the instructions since the program started

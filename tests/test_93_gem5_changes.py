@@ -1,0 +1,154 @@
+"""trapline's changes to gem5 (gem5_configs/changes/), each run for real on trapline's gem5.
+
+With trapline's gem5 (`./run.sh gem5 build`, found by binary.for_tests: GEM5, trapline's
+build for the current changes, PATH, the shared stock binary): a static glibc SPARC
+program starts and its clocks, rusage and fstat are right (sparc-glibc); the three lanes
+stock gem5 cannot run give figures: one bus lock per straddling locked add and the hold
+in its time (bus-lock), every memory read of a buffer touched on node 0 served by node
+0's memory at the remote latency (numa-first-touch), one trap per strong prefetch of
+address 0 at the machine's trap cost and none for a weak one (sparc-prefetch). Skipped,
+naming `./run.sh gem5 build`, where only a stock gem5 is found.
+
+With the stock gem5 in ../shared/gem5 (always, when it is there): those three lanes are
+not-applicable and the reason names `./run.sh gem5 build`.
+"""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, trapline
+from trapline import build, machine
+from trapline.platforms.gem5 import binary, from_source
+
+DATA = ROOT / "tests" / "data"
+LANES = {"x86-split-lock": ["bus-lock"], "numa-first-touch": ["numa-first-touch"],
+         "sparc-strong-prefetch": ["sparc-prefetch", "sparc-glibc"]}
+
+
+@pytest.fixture(scope="module")
+def trapline_gem5():
+    """trapline's gem5 with every current change, or a skip that says how to get it."""
+    try:
+        g = binary.for_tests()
+    except binary.Gem5Missing as e:
+        pytest.skip(f"no gem5: {e}")
+    facts = binary.facts(g)
+    lacking = binary.lacking(facts, from_source.names())
+    if facts.get("build") != "trapline" or lacking:
+        pytest.skip(f"needs trapline's gem5 with its changes {', '.join(lacking or from_source.names())}: "
+                    f"build it with ./run.sh gem5 build (found {binary.described(facts)})")
+    return g
+
+
+@pytest.fixture(scope="module")
+def stock_gem5():
+    xz = binary.shared_xz()
+    if xz is None:
+        pytest.skip("no stock gem5 in ../shared/gem5/")
+    return binary.unpack(xz)
+
+
+def _entry(results: Path, exp_id: str) -> dict:
+    (path,) = (results / "latest" / "entries").glob(f"{exp_id}*gem5*.json")
+    return json.loads(path.read_text())
+
+
+def _figure(entry: dict, name: str):
+    return next(f["value"] for f in entry["figures"] if f["name"] == name)
+
+
+def _lane(exp_id: str, gem5: Path, results: Path) -> dict:
+    r = trapline("run", exp_id, "--platform", "gem5", "--quick", "--gem5", str(gem5),
+                 env={"TRAPLINE_RESULTS": str(results)}, timeout=3000)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return _entry(results, exp_id)
+
+
+# ------------------------------------------------------------------ stock gem5: the lanes say why not
+
+def test_with_a_stock_gem5_the_lanes_that_need_changes_say_how_to_get_them(stock_gem5, tmp_path):
+    results = tmp_path / "results"
+    for exp_id, needs in LANES.items():
+        r = trapline("run", exp_id, "--platform", "gem5", "--quick", "--gem5", str(stock_gem5),
+                     env={"TRAPLINE_RESULTS": str(results)}, timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+        e = _entry(results, exp_id)
+        assert e["status"] == "not-applicable", (exp_id, e["status"])
+        why = json.dumps(e)
+        assert "./run.sh gem5 build" in why and all(n in why for n in needs), exp_id
+        assert "a stock gem5" in why
+
+
+# ------------------------------------------------------------------ sparc-glibc
+
+def test_a_static_glibc_sparc_program_starts_and_its_clocks_are_right(trapline_gem5, tmp_path):
+    from trapline.platforms.gem5 import run
+    prog = tmp_path / "probe"
+    cc = build.ARCHES["sparc64"].cc
+    subprocess.run([cc, "-O2", "-static", "-o", str(prog), str(DATA / "sparc_glibc_probe.c")], check=True)
+    g = run.simulate(machine.load("ultrasparc-t1"), [str(prog)], cpu="timing", gem5=trapline_gem5)
+    assert g.error is None and g.status == 0, (g.error, g.stderr[-2000:])
+    kv = dict(w.split("=", 1) for w in g.stdout.split())
+    assert kv["rusage"] == "0" and kv["tod"] == "0" and kv["fstat"] == "0"
+    assert kv["spin"] == str(sum(range(200000)))
+    assert kv["res_ns"] == "1" and int(kv["elapsed_ns"]) > 0
+    # getrusage gives gem5's elapsed simulated time: its microseconds must be in the
+    # 32-bit tv_usec of sparc64's timeval, not in its padding (which read 0 before)
+    usec = int(kv["utime_s"]) * 1_000_000 + int(kv["utime_us"])
+    assert 0 < int(kv["utime_us"]) < 1_000_000
+    assert usec * 1000 >= int(kv["elapsed_ns"])  # the whole run so far, the timed loop included
+    assert 0 <= int(kv["tv_usec"]) < 1_000_000
+
+
+def test_the_sparc_lanes_run_glibc_builds_on_trapline_gem5(trapline_gem5):
+    from trapline.platforms.gem5 import kernel_flavour
+    assert kernel_flavour("sparc64", binary.facts(trapline_gem5)) == "gem5"
+    prog = build.build("sparc64", flavour="gem5") / "sparc-spill-fill" / "spill-fill"
+    syms = subprocess.run([build.ARCHES["sparc64"].objdump, "-t", str(prog)], capture_output=True, text=True,
+                          check=True).stdout
+    assert "__libc_start_main" in syms
+
+
+# ------------------------------------------------------------------ the three lanes
+
+def test_bus_lock_one_lock_per_straddling_locked_add_and_the_hold_in_its_time(trapline_gem5, tmp_path):
+    e = _lane("x86-split-lock", trapline_gem5, tmp_path / "results")
+    assert e["status"] in ("reproduced", "differs"), e["status"]
+    assert _figure(e, "bus locks per straddling locked add (gem5)") == pytest.approx(1.0)
+    assert _figure(e, "bus locks per in-line locked add (gem5)") == 0
+    straddling = _figure(e, "straddling locked add (ns, gem5; the bus lock is the machine's split_lock_cost)")
+    in_line = _figure(e, "in-line locked add (ns, gem5)")
+    assert straddling > in_line + 400  # the 420 ns hold (x86-2012-server's atomics.split_lock_cost)
+    assert e["reproduced"] > 20  # the cliff is there (the model predicts about 55x)
+
+
+def test_numa_first_touch_pages_on_the_touching_node_and_remote_reads_slower(trapline_gem5, tmp_path):
+    e = _lane("numa-first-touch", trapline_gem5, tmp_path / "results")
+    assert e["status"] in ("reproduced", "differs"), e["status"]
+    assert _figure(e, "share of memory reads served by node 0 after touching on node 0 and reading from node 1") \
+        > 0.99
+    assert _figure(e, "share of memory reads served by node 1 when touching and reading on node 1") > 0.99
+    assert _figure(e, "pages of node 1's memory read from node 1 after touching on node 0 (counted at the memory)") \
+        <= 4  # the measuring thread's own stack, at most
+    pages0 = _figure(e, "pages of node 0's memory read from node 1 after touching on node 0 (counted at the memory)")
+    assert pages0 >= 25165824 // 4096  # the whole 24 MiB buffer (quick)
+    # 120 vs 90 ns: remote reads are slower, by about the latency ratio
+    assert 1.15 < e["reproduced"] < 1.4
+    assert _figure(e, "simulated time, touching and reading on node 1 / first touch on the local node (gem5)") == \
+        pytest.approx(1.0, rel=0.02)
+
+
+def test_sparc_prefetch_a_trap_per_strong_prefetch_of_address_0_and_none_for_weak(trapline_gem5, tmp_path):
+    e = _lane("sparc-strong-prefetch", trapline_gem5, tmp_path / "results")
+    assert e["status"] == "reproduced", e["status"]
+    assert _figure(e, "prefetch traps per strong prefetch of address 0 (gem5)") == pytest.approx(1.0)
+    assert _figure(e, "prefetch traps per weak prefetch of address 0 (gem5)") == 0
+    assert _figure(e, "prefetch traps per strong prefetch of a mapped page (gem5)") == 0
+    # the machine's prefetch.trap_cost (2,636.87 ns) and the loop around it
+    per = _figure(e, "time per strong prefetch of address 0 (ns, gem5; the trap cost is the machine's)")
+    assert 2636.87 < per < 2636.87 * 1.1
+    assert _figure(e, "strong prefetch of a mapped page (ns, gem5; fills the TLB once, never traps)") < 100
