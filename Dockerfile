@@ -132,7 +132,7 @@ RUN useradd --uid 1000 --user-group --create-home --shell /bin/bash trapline \
          { [ -f "$GEM5" ] && [ -x "$GEM5" ]; } \
            || { echo "GEM5: '$GEM5' is not an executable file in the build context (docs/docker.md)" >&2; exit 2; }; \
          ln -s "$(realpath "$GEM5")" /usr/local/bin/gem5.opt \
-         && GEM5= ./run.sh gem5 which >/dev/null \
+         && GEM5= ./run.sh gem5 which \
          && chmod -R a+rX "$TRAPLINE_CACHE"; \
        fi
 USER trapline

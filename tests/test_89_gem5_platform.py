@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import dask, free_port, trapline, wait_listening
+from conftest import ROOT, dask, free_port, trapline, wait_listening
+from trapline.platforms.gem5 import binary
 
 TINY = ["--set", "rows=128", "--set", "cols=512"]
 
@@ -108,19 +109,39 @@ def test_manifest_records_gem5_and_every_config(loop_order_run, gem5_binary):
     assert any(g["sha256"][:12] in line for line in report["lines"])
 
 
-def test_split_lock_is_a_finding_not_a_failure(gem5_binary, tmp_path):
-    """gem5 locks each line of a split locked add separately: no bus-lock cliff. The lane says so
-    (contrast: not-applicable with the reason) and shows two locked lines per straddling add."""
-    r = trapline("run", "x86-split-lock", "--platform", "gem5", "--quick", "--set", "offsets=55-58",
-                 "--set", "iters=5", "--set", "reps=1", "--set", "gem5.cpu=timing",
-                 env=_env(gem5_binary, tmp_path / "r"), timeout=900)
-    assert r.returncode == 0, r.stderr[-3000:]
-    (e,) = _entries(_run_dir(r.stdout))
-    assert e["status"] == "not-applicable" and "each cache line" in e["note"], e["note"]
-    assert e["reproduced"] is not None and e["reproduced"] < 5  # no cliff: about two in-line locked adds
-    figs = {x["name"]: x["value"] for x in e["figures"]}
-    assert figs["cache lines locked per straddling locked add (gem5 locks each line separately)"] == pytest.approx(2)
-    assert figs["cache lines locked per in-line locked add (gem5)"] == pytest.approx(1)
+def test_split_lock_on_stock_gem5_locks_each_line_and_has_no_cliff():
+    """Stock gem5 locks each line of a split locked add separately and holds no bus: no
+    bus-lock cliff. That finding is why trapline's gem5 has the change bus-lock and why the
+    lane needs it (with a stock gem5 the lane is not-applicable and says so:
+    tests/test_93_gem5_changes.py; with the change it locks the bus: the same file). Run on
+    the shared stock gem5, the lane's kernel and machine, timing CPU, two lines per
+    straddling add and about two in-line adds' time."""
+    from trapline import build, kernelio, machine
+    from trapline.platforms.gem5 import run
+    xz = binary.shared_xz()
+    if xz is None:
+        pytest.skip("no stock gem5 in ../shared/gem5/")
+    stock = binary.unpack(xz)
+    prog = build.build("x86_64", flavour="gem5") / "x86-split-lock" / "split-lock"
+    g = run.simulate(machine.load("x86-2012-server"), [str(prog), "variant=locked", "offsets=55-58", "iters=5",
+                                                       "reps=1", "warmup=1"], cpu="timing", gem5=stock)
+    assert g.error is None and g.status == 0, g.error
+    out = kernelio.parse(g.stdout)
+    assert len(out.samples) == len(g.regions) == 4  # one region per offset, 55..58
+    per = {}
+    for s, reg in zip(out.samples, g.regions):
+        per.setdefault(int(s["straddle"]), []).append((reg["counts"]["gem5_locked_lines"] / s["ops"],
+                                                       reg["ticks"] / 1000 / s["ops"]))
+    assert {lines for lines, _ in per[1]} == {2.0} and {lines for lines, _ in per[0]} == {1.0}
+    in_line = min(ns for _, ns in per[0])
+    assert max(ns for _, ns in per[1]) < 5 * in_line  # no cliff: about two in-line locked adds
+    # what the gem5 side says of the field a stock gem5 cannot take
+    import sys as _sys
+    _sys.path.insert(0, str(ROOT / "gem5_configs"))
+    from trapline_gem5 import params as P
+    from trapline.platforms.gem5.machine_json import export
+    (note,) = P.from_machine(export(machine.load("x86-2012-server"))).notes_for("atomics.split_lock_cost")
+    assert "locks each cache line" in note.text and "./run.sh gem5 build" in note.text
 
 
 # ------------------------------------------------ gem5 beside the model: the same LRU caches

@@ -70,7 +70,10 @@ SOURCES = {
 SOURCE_ENV = "TRAPLINE_GEM5_SOURCE"
 SHARED_SOURCE = ("gem5", "gem5-v24.0.0.1-src.tar.xz")   # in ../shared/ (paths.shared)
 
-CHANGES_DIR = ROOT / "gem5_configs" / "changes"
+# the changes: the clone's, or a copy of them under work ($TRAPLINE_GEM5_CHANGES: a change of
+# your own, or the build benchmark's edited copy); the tree is shared, so switching back and
+# forth recompiles only what differs
+CHANGES_DIR = Path(os.environ.get("TRAPLINE_GEM5_CHANGES") or ROOT / "gem5_configs" / "changes")
 VARIANT = "X86_SPARC"
 TARGET = f"build/{VARIANT}/gem5.opt"
 # gem5's Kconfig choices (what ../shared/gem5's stock binary was built with: Ruby with
@@ -413,11 +416,18 @@ def missing_dependencies() -> list[str]:
     return sorted(set(out))
 
 
+def python_config() -> str:
+    """The python3-config of the Python gem5 embeds: Debian's (python3-dev, the libpython3.11
+    run.sh installs), not one earlier on PATH (a pyenv or venv shim would link another)."""
+    debian = Path("/usr/bin/python3-config")
+    return str(debian) if debian.exists() else (shutil.which("python3-config") or "python3-config")
+
+
 def _scons(tree: Path, args: list[str], log_file, jobs: int | None = None, progress=None) -> int:
     env = dict(os.environ)
     if shutil.which("ccache") and Path("/usr/lib/ccache").is_dir():
         env["PATH"] = "/usr/lib/ccache:" + env.get("PATH", "")
-    cmd = ["scons", *args, "PYTHON_CONFIG=" + (shutil.which("python3-config") or "python3-config")]
+    cmd = ["scons", *args, "PYTHON_CONFIG=" + python_config()]
     if jobs:
         cmd.append(f"-j{jobs}")
     log_file.write(f"$ {' '.join(cmd)}\n")
@@ -500,7 +510,10 @@ def build(source_flag: str | None = None, jobs: int | None = None, log=None) -> 
         expected = int(json.loads(steps_file.read_text()).get("steps", STEPS_DEFAULT))
     except (OSError, ValueError, AttributeError):
         expected = STEPS_DEFAULT
+    # cold: nothing of the build tree yet (a whole build, whose step count is worth recording);
+    # a tree with objects but no binary is a build resumed after an interrupt
     cold = not (tree / "build" / VARIANT / "gem5.opt").is_file()
+    fresh = not any((tree / "build" / VARIANT).glob("*/*.o")) if (tree / "build" / VARIANT).is_dir() else True
     with open(log_path, "a") as lf:
         if not (tree / "build" / VARIANT / "gem5.build" / "config").is_file():
             with tempfile.NamedTemporaryFile("w", suffix=".opts", delete=False) as opts:
@@ -514,7 +527,7 @@ def build(source_flag: str | None = None, jobs: int | None = None, log=None) -> 
         log(f"building gem5 {RELEASE} with trapline's changes ({', '.join(c.name for c in changes()) or 'none'}; "
             f"sha256 {digest[:12]}) in {tree}, {jobs} jobs{', ccache' if shutil.which('ccache') else ''}; "
             f"log: {log_path}" + ("; a whole build takes about 90 minutes on 2 cores" if cold else ""))
-        prog = _Progress(log, expected if cold else 60)
+        prog = _Progress(log, expected if fresh else expected // 2 if cold else 60)
         try:
             status = _scons(tree, [TARGET, f"EXTRAS={extras}"], lf, jobs, prog)
         except KeyboardInterrupt:
@@ -527,7 +540,7 @@ def build(source_flag: str | None = None, jobs: int | None = None, log=None) -> 
         raise RunFailed(f"gem5's build failed (scons exit {status}); the compiler's last lines ({log_path}):\n"
                         f"{_last_errors(log_path)}")
     seconds = time.monotonic() - t0
-    if cold:
+    if fresh:
         try:
             atomic_json(steps_file, {"steps": prog.steps})
         except OSError:
@@ -542,7 +555,7 @@ def build(source_flag: str | None = None, jobs: int | None = None, log=None) -> 
             "release": RELEASE, "source": source.id, "source_what": source.what,
             "changes_sha256": digest, "changes": names(),
             "config": CONFIG.split(), "setconfig": list(SETCONFIG), "target": TARGET,
-            "sha256": sha256_file(exe), "seconds": round(seconds), "jobs": jobs, "cold": cold,
+            "sha256": sha256_file(exe), "seconds": round(seconds), "jobs": jobs, "fresh": fresh, "cold": cold,
             "steps": prog.steps})
         if out.exists():
             shutil.rmtree(out)
