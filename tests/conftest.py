@@ -79,6 +79,17 @@ def gem5_binary():
         pytest.skip(f"no gem5: {e}")
 
 
+@pytest.fixture(scope="session")
+def stock_gem5():
+    """The shared stock gem5 v24.0.0.1 (../shared/gem5/, unpacked into the cache), whatever
+    find() would prefer: for the tests of what a stock gem5 does and says."""
+    from trapline.platforms.gem5 import binary
+    try:
+        return binary.shared_binary()
+    except binary.Gem5Missing as e:
+        pytest.skip(f"no stock gem5: {e}")
+
+
 # ------------------------------------------------ a real Dask scheduler and workers on 127.0.0.1 (tests 47, 89)
 
 def free_port() -> int:

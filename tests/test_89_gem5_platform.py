@@ -37,7 +37,8 @@ def test_platform_gem5_without_a_gem5_is_one_line(tmp_path):
     empty = tmp_path / "bin"
     empty.mkdir()
     r = trapline("run", "loop-order", "--platform", "gem5", "--quick",
-                 env={"GEM5": "", "PATH": f"{empty}:/usr/bin:/bin", "TRAPLINE_RESULTS": str(tmp_path / "r")})
+                 env={"GEM5": "", "PATH": f"{empty}:/usr/bin:/bin", "TRAPLINE_RESULTS": str(tmp_path / "r"),
+                      "TRAPLINE_CACHE": str(tmp_path / "cache")})  # and no trapline build of gem5
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1, r.stderr

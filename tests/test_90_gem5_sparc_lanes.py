@@ -30,7 +30,7 @@ def _binary_cli(*args, env=None):
 
 
 def test_binary_cli_without_gem5_says_how_to_get_one(tmp_path):
-    r = _binary_cli(env={"GEM5": "", "PATH": str(tmp_path)})
+    r = _binary_cli(env={"GEM5": "", "PATH": str(tmp_path), "TRAPLINE_CACHE": str(tmp_path / "cache")})
     assert r.returncode == 1, r.stderr
     assert r.stderr.startswith("trapline: failed: gem5 not found:") and "docs/gem5.md" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1

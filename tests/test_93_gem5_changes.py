@@ -44,14 +44,6 @@ def trapline_gem5():
     return g
 
 
-@pytest.fixture(scope="module")
-def stock_gem5():
-    xz = binary.shared_xz()
-    if xz is None:
-        pytest.skip("no stock gem5 in ../shared/gem5/")
-    return binary.unpack(xz)
-
-
 def _entry(results: Path, exp_id: str) -> dict:
     (path,) = (results / "latest" / "entries").glob(f"{exp_id}*gem5*.json")
     return json.loads(path.read_text())

@@ -35,9 +35,11 @@ def kernels_dir() -> Path:
     return Path(env) if env else KERNELS
 
 
-def cache_root() -> Path:
-    """Where builds are cached by content hash: $TRAPLINE_CACHE, default ~/.cache/trapline."""
-    return Path(os.environ.get("TRAPLINE_CACHE", Path.home() / ".cache" / "trapline"))
+def cache_root(environ=None) -> Path:
+    """Where builds are cached by content hash: $TRAPLINE_CACHE (of `environ`, default
+    the process's environment), default ~/.cache/trapline."""
+    env = os.environ if environ is None else environ
+    return Path(env.get("TRAPLINE_CACHE") or Path.home() / ".cache" / "trapline")
 
 
 def shared(*parts: str) -> Path:

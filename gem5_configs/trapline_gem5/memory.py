@@ -81,7 +81,7 @@ class TraplineNumaMemory(AbstractMemorySystem):
                                      bandwidth=params.bandwidth) for _ in range(numa.nodes)]
         self.numa_delays = [NumaDelay(node=n, node_of_context=list(node_of_context),
                                       extra=[f"{numa.extra_ps[i][n]}ps" for i in range(numa.nodes)],
-                                      page_bytes=page_bytes) for n in range(numa.nodes)]
+                                      page_bytes=f"{page_bytes}B") for n in range(numa.nodes)]
         for delay, module in zip(self.numa_delays, self.modules):
             delay.mem_side_port = module.port
 

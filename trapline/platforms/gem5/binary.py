@@ -6,7 +6,9 @@ trapline's changes, from_source.py) and still runs a gem5 the user brings (docs/
 
     find(flag)        the --gem5 PATH value, else $GEM5, else trapline's gem5 built for the
                       current changes (from_source.built), else gem5.opt or gem5 on PATH;
-                      none: Gem5Missing, one line saying how to get one
+                      none: Gem5Missing, one line saying how to get one; GEM5=none:
+                      Gem5Missing whatever is there (gem5 switched off, as the Docker
+                      image's --build-arg GEM5=none)
     facts(path)       for the manifest: sha256, version, ISAs, Ruby protocol, and which of
                       trapline's changes it has ("build": stock or trapline's)
     lacking(facts, changes)
@@ -45,7 +47,8 @@ from trapline.paths import ROOT, shared
 from trapline.platforms.gem5 import from_source
 PROBE = ROOT / "gem5_configs" / "probe.py"
 PROBE_MARK = "TRAPLINE-PROBE "
-ENV = "GEM5"                      # the gem5 binary
+ENV = "GEM5"                      # the gem5 binary; "none": no gem5, whatever is built or on PATH
+OFF = "none"
 XZ_ENV = "TRAPLINE_GEM5_XZ"       # tests and CI: an xz-compressed gem5 binary to unpack
 NAMES = ("gem5.opt", "gem5")      # looked for on PATH, in this order
 SHARED_XZ = Path("gem5") / "gem5-v24.0.0.1-X86_SPARC.opt.xz"  # in ../shared/ (paths.shared)
@@ -73,15 +76,18 @@ def find(flag: str | os.PathLike | None = None, environ: dict | None = None) -> 
     """The gem5 binary: `flag` (the --gem5 value), else $GEM5, else trapline's gem5 built
     for the current changes, else gem5.opt or gem5 on PATH. A path given by the flag or
     GEM5 that is not an executable file is a UsageError naming where it came from; no
-    gem5 at all is Gem5Missing."""
+    gem5 at all, or GEM5=none, is Gem5Missing. `environ` (default the process's) gives
+    GEM5, PATH and TRAPLINE_CACHE (where trapline's builds are)."""
     env = os.environ if environ is None else environ
+    if env.get(ENV) == OFF:
+        raise Gem5Missing(f"gem5 switched off ({ENV}={OFF}); to use one, unset {ENV}: {HOW_TO_GET}")
     for where, value in (("--gem5", flag), (ENV, env.get(ENV))):
         if value:
             p = Path(value).expanduser()
             if not (p.is_file() and os.access(p, os.X_OK)):
                 raise UsageError(f"{where} {value}: not an executable file; {HOW_TO_GET}")
             return p.resolve()
-    own = from_source.built()
+    own = from_source.built(environ=env)
     if own is not None:
         return own
     for name in NAMES:
@@ -237,17 +243,26 @@ def unpack(xz: Path) -> Path:
     return out
 
 
+def shared_binary(environ: dict | None = None) -> Path:
+    """The shared stock gem5 (shared_xz) unpacked into the cache; Gem5Missing naming
+    where it was looked for when there is none."""
+    xz = shared_xz(environ)
+    if xz is None:
+        raise Gem5Missing(f"no shared gem5 binary: set {XZ_ENV} or put {SHARED_XZ.name} in "
+                          f"../shared/{SHARED_XZ.parent}/ beside the clone")
+    return unpack(xz)
+
+
 def for_tests(environ: dict | None = None) -> Path:
     """The gem5 the tests use: find()'s, else the shared binary unpacked into the
     cache. Gem5Missing (the reason a test is skipped) when there is neither."""
     try:
         return find(environ=environ)
     except Gem5Missing as e:
-        xz = shared_xz(environ)
-        if xz is None:
-            raise Gem5Missing(f"{e}; and no shared binary: set {XZ_ENV} or put {SHARED_XZ.name} in "
-                              f"../shared/{SHARED_XZ.parent}/ beside the clone") from None
-        return unpack(xz)
+        try:
+            return shared_binary(environ)
+        except Gem5Missing as e2:
+            raise Gem5Missing(f"{e}; and {e2}") from None
 
 
 # ---------------------------------------------------------------- python -m trapline.platforms.gem5 binary

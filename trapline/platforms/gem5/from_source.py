@@ -159,23 +159,24 @@ def build_key(source: Source, changes_digest: str) -> str:
     return h.hexdigest()[:16]
 
 
-def root() -> Path:
-    return cache_root() / "gem5"
+def root(environ=None) -> Path:
+    return cache_root(environ) / "gem5"
 
 
-def output_dir(key: str) -> Path:
-    return root() / f"trapline-{key}"
+def output_dir(key: str, environ=None) -> Path:
+    return root(environ) / f"trapline-{key}"
 
 
-def built(source: Source | None = None) -> Path | None:
+def built(source: Source | None = None, environ=None) -> Path | None:
     """The binary of trapline's gem5 for the current changes, if it was built: for `source`,
-    else for any source (the newest such build)."""
+    else for any source (the newest such build); in the cache of `environ` (default the
+    process's environment)."""
     digest = changes_sha256()
     if source is not None:
-        p = output_dir(build_key(source, digest)) / "gem5.opt"
+        p = output_dir(build_key(source, digest), environ) / "gem5.opt"
         return p if p.is_file() else None
     found = []
-    for info in root().glob("trapline-*/build.json"):
+    for info in root(environ).glob("trapline-*/build.json"):
         try:
             d = json.loads(info.read_text())
         except (OSError, ValueError):
