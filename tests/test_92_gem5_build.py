@@ -245,3 +245,20 @@ def test_which_says_stock_or_trapline_and_the_changes_hash(gem5_binary, cache):
         assert own == [] and facts["changes_sha256"] is None
     else:
         assert set(own) == set(from_source.names()) and len(facts["changes_sha256"]) == 64
+
+
+def test_progress_estimates_the_time_left_from_a_whole_build_not_the_quick_first_steps(monkeypatch):
+    lines, now = [], [1000.0]
+    monkeypatch.setattr(from_source.time, "monotonic", lambda: now[0])
+    prog = from_source._Progress(lines.append, expected=100, every=0, expected_seconds=90 * 60)
+    now[0] += 6 * 60                      # 6 minutes for the first quarter of the steps
+    for _ in range(25):
+        prog("  [     CXX] X86_SPARC/base/x.cc -> .o")
+    prog("a line that is not a step")
+    assert prog.steps == 25
+    assert lines[-1] == "gem5 build: 25 steps of about 100 (25%), 6 min so far, about 84 min left"
+    rate = from_source._Progress(lines.append, expected=100, every=0)  # a resumed build: the steps' own rate
+    now[0] += 6 * 60
+    for _ in range(25):
+        rate("  [     CXX] X86_SPARC/base/x.cc -> .o")
+    assert lines[-1].endswith("6 min so far, about 18 min left")

@@ -92,6 +92,7 @@ SPACE_WARM = 2 << 30
 # scons's steps in a whole build of TARGET with no EXTRAS (measured: the progress estimate's
 # denominator until this machine has finished a build and recorded its own count)
 STEPS_DEFAULT = 2900
+SECONDS_DEFAULT = 90 * 60 * 2    # a whole build's compile time times its jobs (about 90 min on 2 cores)
 STEP = re.compile(r"^\s*\[\s*[A-Z][A-Z ]*\]\s")
 
 
@@ -451,11 +452,21 @@ def _scons(tree: Path, args: list[str], log_file, jobs: int | None = None, progr
 
 
 class _Progress:
-    """One line every `every` seconds: steps done of the expected total, elapsed, left."""
+    """One line every `every` seconds: steps done of the expected total, elapsed, left.
+    With `expected_seconds` (a whole build: this machine's last whole build, else
+    SECONDS_DEFAULT, per job) the time left is that share of it still to come: the
+    first steps (generated and embedded Python files) are quick, so the rate of the
+    steps so far would promise far too little."""
 
-    def __init__(self, log, expected: int, every: float = 30.0):
+    def __init__(self, log, expected: int, every: float = 30.0, expected_seconds: float | None = None):
         self.log, self.expected, self.every = log, max(expected, 1), every
+        self.expected_seconds = expected_seconds
         self.steps, self.t0, self.last = 0, time.monotonic(), time.monotonic()
+
+    def left(self, spent: float, done: float) -> float:
+        if self.expected_seconds:
+            return max(self.expected_seconds * (1 - done), self.expected_seconds - spent, 60.0)
+        return spent * (1 - done) / done if done > 0 else 0
 
     def __call__(self, line: str) -> None:
         if not STEP.match(line):
@@ -466,9 +477,8 @@ class _Progress:
             self.last = now
             done = min(self.steps / self.expected, 0.99)
             spent = now - self.t0
-            left = spent * (1 - done) / done if done > 0 else 0
             self.log(f"gem5 build: {self.steps} steps of about {self.expected} ({done:.0%}), "
-                     f"{spent / 60:.0f} min so far, about {left / 60:.0f} min left")
+                     f"{spent / 60:.0f} min so far, about {self.left(spent, done) / 60:.0f} min left")
 
 
 def _last_errors(log_path: Path, n: int = 15) -> str:
@@ -508,9 +518,11 @@ def build(source_flag: str | None = None, jobs: int | None = None, log=None) -> 
     log_path = root() / f"build-{key}.log"
     steps_file = root() / "build-steps.json"
     try:
-        expected = int(json.loads(steps_file.read_text()).get("steps", STEPS_DEFAULT))
-    except (OSError, ValueError, AttributeError):
-        expected = STEPS_DEFAULT
+        record = json.loads(steps_file.read_text())
+        expected = int(record.get("steps", STEPS_DEFAULT))
+        job_seconds = float(record["seconds"]) * int(record["jobs"])
+    except (OSError, ValueError, AttributeError, KeyError, TypeError):
+        expected, job_seconds = STEPS_DEFAULT, SECONDS_DEFAULT
     # cold: nothing of the build tree yet (a whole build, whose step count is worth recording);
     # a tree with objects but no binary is a build resumed after an interrupt
     cold = not (tree / "build" / VARIANT / "gem5.opt").is_file()
@@ -528,7 +540,8 @@ def build(source_flag: str | None = None, jobs: int | None = None, log=None) -> 
         log(f"building gem5 {RELEASE} with trapline's changes ({', '.join(c.name for c in changes()) or 'none'}; "
             f"sha256 {digest[:12]}) in {tree}, {jobs} jobs{', ccache' if shutil.which('ccache') else ''}; "
             f"log: {log_path}" + ("; a whole build takes about 90 minutes on 2 cores" if cold else ""))
-        prog = _Progress(log, expected if fresh else expected // 2 if cold else 60)
+        prog = _Progress(log, expected if fresh else expected // 2 if cold else 60,
+                         expected_seconds=job_seconds / jobs if fresh else None)
         try:
             status = _scons(tree, [TARGET, f"EXTRAS={extras}"], lf, jobs, prog)
         except KeyboardInterrupt:
@@ -543,7 +556,7 @@ def build(source_flag: str | None = None, jobs: int | None = None, log=None) -> 
     seconds = time.monotonic() - t0
     if fresh:
         try:
-            atomic_json(steps_file, {"steps": prog.steps})
+            atomic_json(steps_file, {"steps": prog.steps, "seconds": round(seconds), "jobs": jobs})
         except OSError:
             pass
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=root()))
