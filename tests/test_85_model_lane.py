@@ -30,8 +30,8 @@ def test_line_size_moves_the_straddling_offsets_and_runs_are_deterministic(resul
     again = _locked(_run(results_dir, "--set", "line=64"))
     assert base == again, "the model must give identical figures for identical inputs"
     small = _run(results_dir, "--set", "line=32", "--set", "caches.l1d.line=32B")
-    # the cliff (at least 20x, the criterion this lane had while split_lock_cost was fitted
-    # to E3); with the bus lock predicted (420 ns against E3's 1,797) the lane says differs
+    # the cliff (at least 20x); with the bus lock predicted (420 ns against E3's 1,797)
+    # the lane says differs
     assert small["reproduced"] >= 20 and small["status"] == "differs", small["note"]
     s = _locked(small)
     # 64-byte lines: offsets 20..35 never straddle; 32-byte lines: 25..31 do (bus lock)
