@@ -11,7 +11,7 @@
 #                     the plugin's path and QEMU's start)
 #   python-list       python -m trapline list, without run.sh; list minus it is run.sh's
 #                     own checks (the Debian packages, the venv)
-# The targets (issue 21): list and simulate of an empty program within 0.15 s.
+# The targets: list and simulate of an empty program within 0.15 s.
 # BENCH_BASE=<another clone> adds its list and simulate-empty to the same interleaved
 # rounds (a before/after comparison in one run).
 #

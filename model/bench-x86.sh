@@ -1,6 +1,6 @@
 #!/bin/bash
 # bench-x86.sh - the timing model against the tools a user would reach for
-# instead, on issue 11's workload, for x86_64 and armv6 (model/bench.sh is the
+# instead, on model/tests/workload.c, for x86_64 and armv6 (model/bench.sh is the
 # sparc64 sibling):
 #   native     the x86_64 binary on the host (x86_64 only)
 #   plain      qemu-x86_64 / qemu-arm, no plugin

@@ -1,5 +1,17 @@
-"""Shared fixtures. Tests are numbered by subsystem (ChampSim style):
-10 experiments, 20 kernels, 30 CLI, 40 results, 50 host lane."""
+"""Shared fixtures. Tests are numbered by subsystem (ChampSim style), one number per file:
+05 the architecture table;
+10 experiments, 11 platforms, 15 machine files, 16 their gem5 parameters, 18 gem5 itself;
+20 kernels;
+30 CLI, 35 bad input, 36 simulate;
+40 results, 41 concurrency, 42 the report in a browser, 43 cite/bundle/verify,
+   44 simulators side by side, 45 the host platform, 46 the fidelity table, 47 sweeps;
+50 host lane;
+60 guest (QEMU) lane, 62 guest snapshots, 64 Buildroot images;
+70 Docker;
+80 timing-model plugin, 82 against Cachegrind, 85 model lane, 86 plt-itlb's and
+   87 stl-alloc-scaling's model lanes;
+88 SPARC in gem5, 89 gem5 platform, 90 gem5's SPARC lanes and the image's gem5,
+   92 trapline's gem5 build, 93 trapline's gem5 changes."""
 
 import os
 import subprocess

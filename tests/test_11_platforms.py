@@ -1,4 +1,4 @@
-"""Platforms as a protocol (issue 20, item 5): a platform is one module of
+"""Platforms as a protocol: a platform is one module of
 trapline/platforms/ found by scanning, callers ask it (trapline/platforms/base.py)
 and none switches on its name, and the harness's modules import each other
 without a circle.

@@ -78,19 +78,19 @@ def test_calibrated_figures_follow_from_the_claims():
     ms = M.load_all()
     iv = ms["ultrasparc-iv-plus"]
     assert iv.cycles("traps.cost") / iv.clock_hz == pytest.approx((5.749 - 0.0165) / 2e6, rel=1e-3)
-    # not calibrated any more (issue 12): measured under the model, sparc-misalign-trap's guest trap path
+    # not calibrated: measured under the model, sparc-misalign-trap's guest trap path
     assert iv.cycles("prefetch.trap_cost") / iv.clock_hz == pytest.approx((2639.24 - 2.37) * 1e-9, rel=1e-3)
     arm = ms["arm1176-rpi1"]
     assert arm.cycles("traps.cost") / arm.clock_hz == pytest.approx((68.754 - 2.413) / 1e8, rel=1e-3)
-    # not calibrated any more (issue 12): the TRM's one extra cycle; E2's 1.19 ns (0.83 cycles) is a check
+    # not calibrated: the TRM's one extra cycle; E2's 1.19 ns (0.83 cycles) is a check
     assert arm.cycles("unaligned.penalty") == 1
     assert arm.cycles("unaligned.penalty") / arm.clock_hz == pytest.approx((2.053 - 1.934) / 1e8, rel=0.25)
     x = ms["x86-2012-server"]
-    # not calibrated any more (issue 12): uops.info's 18-cycle LOCK INC; E3's 8.73 - 1.41 ns is within 6%
+    # not calibrated: uops.info's 18-cycle LOCK INC; E3's 8.73 - 1.41 ns is within 6%
     assert x.cycles("atomics.lock_cost") == 18
     assert x.cycles("atomics.lock_cost") / x.clock_hz == pytest.approx((8.73 - 1.41) * 1e-9, rel=0.06)
     assert not [k for k, v in x.sources().items() if v.startswith("calibrated: E3")]
-    # not calibrated any more (issue 12): two cross-socket round trips and two memory reads (E5's 120 and 90 ns)
+    # not calibrated: two cross-socket round trips and two memory reads (E5's 120 and 90 ns)
     assert x.cycles("atomics.split_lock_cost") / x.clock_hz == pytest.approx((2 * 120 + 2 * 90) * 1e-9, rel=1e-3)
     t1 = ms["ultrasparc-t1"]
     assert t1.cycles("windows.spill_fill_cost") / t1.clock_hz == pytest.approx(1 / 6e6, rel=1e-2)
@@ -239,12 +239,12 @@ def test_plugin_args_of_each_machine():
     assert (x["l1d_size"], x["l1d_assoc"], x["l1d_line"], x["l1d_lat"], x["l1d_write"]) == ("32768", "8", "64", "4", "wb")
     assert (x["l2_size"], x["l2_lat"], x["mem_lat"]) == ("262144", "12", "234")
     assert (x["dtlb_entries"], x["dtlb_assoc"], x["page"], x["stlb_entries"], x["stlb_lat"]) == ("64", "4", "4096", "512", "7")
-    assert (x["unaligned8"], x["lock_cost"], x["split_lock_cost"], x["prefetch"]) == ("hw", "18", "1092", "strong")  # lock_cost: 19 when fitted to E3, 18 from uops.info (issue 12)
+    assert (x["unaligned8"], x["lock_cost"], x["split_lock_cost"], x["prefetch"]) == ("hw", "18", "1092", "strong")  # lock_cost: 18 from uops.info (19 if fitted to E3)
     assert (x["nwindows"], x["window_trap"]) == ("0", "0")
 
     a = args(ms["arm1176-rpi1"])
     assert (a["l2_size"], a["l2_assoc"], a["l2_line"], a["l2_lat"]) == ("0", "0", "0", "0")  # no L2 for the ARM
-    assert (a["unaligned2"], a["unaligned4"], a["unaligned8"], a["unaligned_penalty"]) == ("hw", "hw", "trap", "1")  # 0.833 when fitted to E2; the TRM says 1 (issue 12)
+    assert (a["unaligned2"], a["unaligned4"], a["unaligned8"], a["unaligned_penalty"]) == ("hw", "hw", "trap", "1")  # the TRM says 1 (0.833 if fitted to E2)
     assert (a["itlb_assoc"], a["stlb_entries"], a["stlb_assoc"], a["trap_cost"]) == ("10", "64", "2", "464")
     assert (a["l1d_lat"], a["mem_lat"], a["lock_cost"]) == ("3", "105", "0")
 

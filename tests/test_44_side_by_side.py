@@ -1,4 +1,4 @@
-"""Simulators side by side (issue 20, item 3) and the compact claim matrix.
+"""Simulators side by side and the compact claim matrix.
 
 The model entry is a REAL run (loop-order --platform model --quick at 128x128, user
 mode, deterministic). The second simulator is, where a gem5 exists, the REAL gem5
@@ -274,7 +274,7 @@ def test_gem5_beside_the_model_for_real(model_run, gem5_entry, tmp_path):
     g5, out = gem5_entry
     model = _entry(model_run)
     # column order slower under gem5 too (the timing CPU, not pipelined, with the array in L2 at this
-    # size: less than the model's 2x criterion, issue 20's 1.48x at 256x256)
+    # size: less than the model's 2x criterion, 1.48x at 256x256)
     assert g5.counts_prefix == "gem5" and g5.status in ("reproduced", "differs") and g5.reproduced > 1
     [c] = sidebyside.compare([model, g5], {"model", "gem5"}, ["model", "gem5"])
     by = {(r.group.split()[0], r.suffix): r for r in c.counts}
@@ -284,7 +284,7 @@ def test_gem5_beside_the_model_for_real(model_run, gem5_entry, tmp_path):
         r = by[variant, "l1d_misses"]
         assert r.values[1] == pytest.approx(sorted(mine)[len(mine) // 2])
         assert r.ratios[1] == pytest.approx(r.values[1] / r.values[0])
-        # issue 20's done-when: L1D misses per operation within 25% (both LRU caches of one shape)
+        # L1D misses per operation within 25% (both LRU caches of one shape)
         assert not r.differs, (variant, r.values)
         # the same code between the markers: the same instructions
         assert by[variant, "instructions"].ratios[1] == pytest.approx(1, abs=0.01)
@@ -321,7 +321,7 @@ def test_gem5_beside_the_model_for_real(model_run, gem5_entry, tmp_path):
 
 def test_the_fidelity_table_has_rows_and_a_summary_line_for_every_modelled_platform():
     """Every modelled platform's figures are rows (the second simulator's beside the model's), and
-    the summary has a line per platform. Entries made by hand (test_85's shape), no run."""
+    the summary has a line per platform. Entries made by hand (test_46's shape), no run."""
     from trapline.report import fidelity
 
     def e(platform, reproduced):

@@ -1,4 +1,4 @@
-"""The model's L1 data cache against Valgrind's Cachegrind (issue 4).
+"""The model's L1 data cache against Valgrind's Cachegrind.
 
 One static x86_64 program (model/tests/cgcheck.c: row- and column-order
 fills, a transpose, strided and cyclic walks, random read-modify-writes and a
@@ -30,7 +30,7 @@ from test_80_model_plugin import plugin, qemu_src  # noqa: F401 (fixtures: the b
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "model" / "tests" / "cgcheck.c"
 
-# L1D size, ways, line: the three of issue 4, plus direct-mapped and fully associative
+# L1D size, ways, line, plus direct-mapped and fully associative
 GEOMETRIES = [(32768, 8, 64), (16384, 4, 32), (65536, 2, 64), (32768, 1, 64), (4096, 64, 64)]
 
 TOLERANCE = 0.001      # |model - cachegrind| / cachegrind, whole run

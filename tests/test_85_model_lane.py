@@ -30,8 +30,8 @@ def test_line_size_moves_the_straddling_offsets_and_runs_are_deterministic(resul
     again = _locked(_run(results_dir, "--set", "line=64"))
     assert base == again, "the model must give identical figures for identical inputs"
     small = _run(results_dir, "--set", "line=32", "--set", "caches.l1d.line=32B")
-    # the cliff (at least 20x, the criterion this lane had while split_lock_cost was fitted
-    # to E3); with the bus lock predicted (420 ns against E3's 1,797) the lane says differs
+    # the cliff (at least 20x); with the bus lock predicted (420 ns against E3's 1,797)
+    # the lane says differs
     assert small["reproduced"] >= 20 and small["status"] == "differs", small["note"]
     s = _locked(small)
     # 64-byte lines: offsets 20..35 never straddle; 32-byte lines: 25..31 do (bus lock)
@@ -82,7 +82,7 @@ def test_strong_prefetch_of_address_zero_traps_in_the_model_and_weak_does_not(re
     assert per_prefetch["prefetch traps counted by the model per strong prefetch"] == 1.0
     assert per_prefetch["prefetch traps counted by the model per weak prefetch"] == 0.0
     assert e["status"] == "reproduced" and e["reproduced"] > 100
-    # the trap cost is no longer fitted to E4 (issue 12): measured under the model
+    # the trap cost is not fitted to E4: measured under the model
     assert "prefetch.trap_cost" not in e["platform_facts"]["calibrated_on_this_claim"]
     assert "fitted to this claim (E4)" not in e["note"]
 
@@ -241,8 +241,8 @@ def test_sensitivity_scales_a_parameter_and_reports_the_headline_change(results_
     """The straddling locked add is almost all bus lock: doubling its cost nearly
     doubles the headline, halving the (unused here: 16 lines of one page) STLB
     latency changes nothing. The runs leave nothing in the results directory.
-    (Until issue 12 this used sparc-spill-fill's windows.spill_fill_cost; that lane
-    now runs Linux's own handlers in the guest, where the lump cost is not used.)"""
+    (Not sparc-spill-fill's windows.spill_fill_cost: that lane runs Linux's own
+    handlers in the guest, where the lump cost is not used.)"""
     r = trapline("sensitivity", "x86-split-lock", "--quick", "--json", "--param", "atomics.split_lock_cost",
                  "--param", "tlb.stlb.latency", "--factors", "0.5,2")
     assert r.returncode == 0, r.stderr[-3000:]
@@ -289,7 +289,7 @@ def test_sensitivity_bad_input_is_named_before_any_run(args, words, results_dir,
     assert not results_dir.exists()
 
 
-# ------------------------------------------- issue 12: predictions, not fits
+# ------------------------------------------- predictions, not fits
 
 def _figures(e):
     return {x["name"]: x["value"] for x in e["figures"]}
@@ -332,7 +332,7 @@ def test_split_lock_is_predicted_from_the_bus_lock_sequence_and_differs(results_
     e, _ = _entry(results_dir, "x86-split-lock")
     assert e["status"] == "differs" and 20 <= e["reproduced"] < 103, e["note"]
     assert "atomics.split_lock_cost" not in e["platform_facts"]["calibrated_on_this_claim"]
-    # issue 12: lock_cost, cpi and line_cross_penalty are documented too, so nothing is fitted to E3
+    # lock_cost, cpi and line_cross_penalty are documented too, so nothing is fitted to E3
     assert e["platform_facts"]["calibrated_on_this_claim"] == [] and e["rests_on"] == "prediction"
     assert "4x shallower" in e["note"]
     figs = _figures(e)

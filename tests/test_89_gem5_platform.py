@@ -154,7 +154,7 @@ def test_split_lock_on_stock_gem5_locks_each_line_and_has_no_cliff():
 ], ids=["loop-order", "malloc-chunk-chase"])
 def test_gem5_and_the_model_agree_on_l1d_misses_per_operation(gem5_binary, runs):
     """Both simulators' L1Ds are 32 KiB 8-way LRU caches of 64-byte lines (x86-2012-server),
-    so on the same kernel their L1D misses per operation agree within 25% (issue 20)."""
+    so on the same kernel their L1D misses per operation agree within 25%."""
     from trapline.platforms.gem5 import compare
     rows = compare.compare("x86-2012-server", runs, ["o3"], gem5=gem5_binary, log=lambda s: None)
     by = {(r["group"], r["sim"]): r for r in rows}

@@ -1,4 +1,4 @@
-"""gem5's SPARC lanes and the gem5 in the Docker image (issue 20 items 2 and 4).
+"""gem5's SPARC lanes and the gem5 in the Docker image.
 
 Without gem5: `python -m trapline.platforms.gem5 binary` says how to get one (exit 1) and
 refuses extra arguments (exit 2); the Dockerfile's GEM5 step comes after every

@@ -28,7 +28,8 @@
 
 Exit status: 0 when every entry ran (reproduced, differs or not-applicable); 1 when any
 entry failed (or simulate's program failed); 2 for bad input, with one line that names
-the field or argument and the valid choices, before any work starts; 130 when interrupted.
+the field or argument and the valid choices, before any work starts; 130 when interrupted
+(the errors' statuses: trapline.errors.EXIT_STATUSES; each command's handler: COMMANDS).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import signal
 import sys
 
 from trapline import arch, imagebuilders
-from trapline.errors import RunFailed, UsageError
+from trapline.errors import UsageError, exit_status
 
 # Each command imports what it uses (the schema validator, the report's matplotlib, Dask,
 # the platforms), so that `list` or `simulate` does not pay for the others: docs/performance.md.
@@ -233,10 +234,12 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
     ve.add_argument("bundle", help="a .tar.gz written by ./run.sh bundle")
     t = sub.add_parser("test", help="run the test suite")
     t.add_argument("pytest_args", nargs=argparse.REMAINDER)
+    for name, q in sub.choices.items():
+        q.set_defaults(func=COMMANDS[name])
     return p
 
 
-def cmd_list() -> int:
+def cmd_list(args) -> int:
     """Every experiment that validates; each one that does not, as its error on
     stderr (exit 2), without hiding the others."""
     from trapline import experiment
@@ -250,129 +253,157 @@ def cmd_list() -> int:
     return 2 if broken else 0
 
 
-def cmd_report(run_id: str | None) -> int:
+def cmd_run(args) -> int:
+    from trapline import platforms, runner
+    sets = _sets(args.set)
+    if args.machine:
+        takers = platforms.machine_platforms()
+        if args.platform not in (None, *takers):
+            raise UsageError(f"--machine is for {platforms.machine_options()}")
+        args.platform = args.platform or takers[0]
+    run = runner.execute("run", [args.id], args.platform, args.quick, sets, fresh=args.fresh,
+                         machine=args.machine, timeout=args.timeout, images=_image_builder(args.images))
+    print(run.path / "report.html")
+    return _exit_status(run)
+
+
+def cmd_reproduce_all(args) -> int:
+    from trapline import runner
+    run = runner.execute("reproduce-all", None, args.platform, args.quick, {}, fresh=args.fresh,
+                         timeout=args.timeout, images=_image_builder(args.images))
+    print(run.path / "report.html")
+    return _exit_status(run)
+
+
+def cmd_report(args) -> int:
     from trapline import report, results
-    path = results.find_run(run_id)
+    path = results.find_run(args.run_id)
     for name, data in report.render(path).items():
         results.atomic_write(path / name, data)
     print(path / "report.html")
     return 0
 
 
+def cmd_fidelity(args) -> int:
+    from trapline import report
+    from trapline.report import fidelity, sections, sidebyside
+    from trapline.cite import resolve  # a run id, latest or a run directory
+    loaded = [report.load(resolve(r)) for r in (args.runs or [None])]
+    infos = [sections.platform_report(ld[1], ld[3]) for ld in loaded]
+    said = [sections.modelled(i) for i in infos]
+    modelled = None if any(m is None for m in said) else set().union(*said)
+    merged = fidelity.merge([ld[3] for ld in loaded])
+    columns = sections.platforms_in(merged, {p: i for info in infos for p, i in info.items()})
+    sys.stdout.write(fidelity.markdown(merged, modelled))
+    sys.stdout.write("\n## Simulators side by side\n\n" + sidebyside.markdown(merged, modelled, columns))
+    return 0
+
+
+def cmd_build(args) -> int:
+    from trapline.context import RunContext
+    arches = [arch.get(a).name for a in args.arch or list(arch.ARCHES)]
+    ctx = RunContext.make()
+    for a in arches:
+        print(ctx.kernels(a))
+    return 0
+
+
+def cmd_images(args) -> int:
+    from trapline import images
+    from trapline.context import RunContext
+    arches = args.arch or list(arch.ARCHES)
+    for a in arches:
+        images.check_arch(a)
+    if args.buildroot:
+        if imagebuilders.get(args.builder).name != "buildroot":
+            raise UsageError("--buildroot goes with --builder buildroot")
+        os.environ["BUILDROOT"] = args.buildroot
+    ctx = RunContext.make(image_builder=_image_builder(args.builder))
+    for a in arches:
+        img = ctx.image(a)
+        print(f"{a}: {img.builder} kernel {img.kernel} (sha256 {img.facts.get('LINUX_SHA256', '?')[:16]}), "
+              f"initramfs {img.initrd} (sha256 {img.facts.get('INITRD_SHA256', '?')[:16]})")
+    return 0
+
+
+def cmd_simulate(args) -> int:
+    from trapline import simulate
+    args.sets = _sets(args.set)
+    return simulate.main(args)
+
+
+def cmd_sensitivity(args) -> int:
+    from trapline import sensitivity
+    from trapline.context import Progress
+    res = sensitivity.sweep(args.id, args.machine, args.param, sensitivity.parse_factors(args.factors),
+                            args.quick, log=Progress(sys.stderr), platform=args.platform)
+    print(json.dumps(res, indent=2) if args.json else sensitivity.table(res))
+    return 0
+
+
+def cmd_sweep(args) -> int:
+    from trapline import sweep
+    g = sweep.grid.parse(args.set)
+    res = sweep.run(args.id, sweep.grid.product(g), args.platform, args.quick, args.machine,
+                    args.scheduler, args.workers, args.timeout, fresh=args.fresh, grid_spec=g,
+                    images=_image_builder(args.images))
+    print(res.path / "report.html")
+    return 1 if any(r["status"] == "failed" for r in res.rows) else 0
+
+
+def cmd_gem5(args) -> int:
+    from trapline.platforms.gem5 import commands as gem5_commands
+    return gem5_commands.run(args)
+
+
+def cmd_cite(args) -> int:
+    from trapline import cite
+    print(cite.bibtex(args.run), end="")
+    return 0
+
+
+def cmd_bundle(args) -> int:
+    from trapline import bundle
+    print(bundle.write(args.run, args.output))
+    return 0
+
+
+def cmd_verify(args) -> int:
+    from trapline import bundle
+    return bundle.verify(args.bundle)
+
+
+def cmd_test(args) -> int:
+    import subprocess
+    from trapline import results
+    return subprocess.call([sys.executable, "-m", "pytest", *args.pytest_args], cwd=results.ROOT)
+
+
+# Each command's handler: parser() gives every subcommand its own (set_defaults(func=...)).
+COMMANDS = {
+    "list": cmd_list, "run": cmd_run, "reproduce-all": cmd_reproduce_all, "report": cmd_report,
+    "fidelity": cmd_fidelity, "build": cmd_build, "images": cmd_images, "simulate": cmd_simulate,
+    "gem5": cmd_gem5, "sensitivity": cmd_sensitivity, "sweep": cmd_sweep, "cite": cmd_cite,
+    "bundle": cmd_bundle, "verify": cmd_verify, "test": cmd_test,
+}
+
+
 def _terminate(signum, frame):
     raise KeyboardInterrupt  # SIGTERM (docker stop, timeout) ends like Ctrl-C: children killed, run resumable
+
+
+def _dispatch(argv: list[str]) -> int:
+    argv = _with_default_word(argv)
+    args = parser(argv[0] if argv else None).parse_args(argv)
+    if args.command is None:
+        parser().print_help()
+        return 2
+    if args.command in PLATFORM_COMMANDS:
+        _take_platform_options(args)
+    return args.func(args)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     signal.signal(signal.SIGTERM, _terminate)
-    try:
-        argv = _with_default_word(argv)
-        args = parser(argv[0] if argv else None).parse_args(argv)
-        if args.command is None:
-            parser().print_help()
-            return 2
-        if args.command == "list":
-            return cmd_list()
-        if args.command in PLATFORM_COMMANDS:
-            _take_platform_options(args)
-        if args.command in ("run", "reproduce-all"):
-            from trapline import platforms, runner
-        if args.command == "run":
-            sets = _sets(args.set)
-            if args.machine:
-                takers = platforms.machine_platforms()
-                if args.platform not in (None, *takers):
-                    raise UsageError(f"--machine is for {platforms.machine_options()}")
-                args.platform = args.platform or takers[0]
-            run = runner.execute("run", [args.id], args.platform, args.quick, sets, fresh=args.fresh,
-                                 machine=args.machine, timeout=args.timeout, images=_image_builder(args.images))
-            print(run.path / "report.html")
-            return _exit_status(run)
-        if args.command == "reproduce-all":
-            run = runner.execute("reproduce-all", None, args.platform, args.quick, {}, fresh=args.fresh,
-                                 timeout=args.timeout, images=_image_builder(args.images))
-            print(run.path / "report.html")
-            return _exit_status(run)
-        if args.command == "report":
-            return cmd_report(args.run_id)
-        if args.command == "fidelity":
-            from trapline import report
-            from trapline.report import fidelity, sections, sidebyside
-            from trapline.cite import resolve  # a run id, latest or a run directory
-            loaded = [report.load(resolve(r)) for r in (args.runs or [None])]
-            infos = [sections.platform_report(ld[1], ld[3]) for ld in loaded]
-            said = [sections.modelled(i) for i in infos]
-            modelled = None if any(m is None for m in said) else set().union(*said)
-            merged = fidelity.merge([ld[3] for ld in loaded])
-            columns = sections.platforms_in(merged, {p: i for info in infos for p, i in info.items()})
-            sys.stdout.write(fidelity.markdown(merged, modelled))
-            sys.stdout.write("\n## Simulators side by side\n\n" + sidebyside.markdown(merged, modelled, columns))
-            return 0
-        if args.command == "build":
-            from trapline.context import RunContext
-            arches = [arch.get(a).name for a in args.arch or list(arch.ARCHES)]
-            ctx = RunContext.make()
-            for a in arches:
-                print(ctx.kernels(a))
-            return 0
-        if args.command == "images":
-            from trapline import images
-            from trapline.context import RunContext
-            arches = args.arch or list(arch.ARCHES)
-            for a in arches:
-                images.check_arch(a)
-            if args.buildroot:
-                if imagebuilders.get(args.builder).name != "buildroot":
-                    raise UsageError("--buildroot goes with --builder buildroot")
-                os.environ["BUILDROOT"] = args.buildroot
-            ctx = RunContext.make(image_builder=_image_builder(args.builder))
-            for a in arches:
-                img = ctx.image(a)
-                print(f"{a}: {img.builder} kernel {img.kernel} (sha256 {img.facts.get('LINUX_SHA256', '?')[:16]}), "
-                      f"initramfs {img.initrd} (sha256 {img.facts.get('INITRD_SHA256', '?')[:16]})")
-            return 0
-        if args.command == "simulate":
-            from trapline import simulate
-            args.sets = _sets(args.set)
-            return simulate.main(args)
-        if args.command == "sensitivity":
-            from trapline import sensitivity
-            from trapline.context import Progress
-            res = sensitivity.sweep(args.id, args.machine, args.param, sensitivity.parse_factors(args.factors),
-                                    args.quick, log=Progress(sys.stderr), platform=args.platform)
-            print(json.dumps(res, indent=2) if args.json else sensitivity.table(res))
-            return 0
-        if args.command == "sweep":
-            from trapline import sweep
-            g = sweep.grid.parse(args.set)
-            res = sweep.run(args.id, sweep.grid.product(g), args.platform, args.quick, args.machine,
-                            args.scheduler, args.workers, args.timeout, fresh=args.fresh, grid_spec=g,
-                            images=_image_builder(args.images))
-            print(res.path / "report.html")
-            return 1 if any(r["status"] == "failed" for r in res.rows) else 0
-        if args.command == "gem5":
-            from trapline.platforms.gem5 import commands as gem5_commands
-            return gem5_commands.run(args)
-        if args.command in ("cite", "bundle", "verify"):
-            from trapline import bundle, cite
-            if args.command == "cite":
-                print(cite.bibtex(args.run), end="")
-                return 0
-            if args.command == "bundle":
-                print(bundle.write(args.run, args.output))
-                return 0
-            return bundle.verify(args.bundle)
-        if args.command == "test":
-            import subprocess
-            from trapline import results
-            return subprocess.call([sys.executable, "-m", "pytest", *args.pytest_args], cwd=results.ROOT)
-    except UsageError as e:
-        print(f"trapline: error: {e}", file=sys.stderr)
-        return 2
-    except RunFailed as e:
-        print(f"trapline: failed: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    return 0
+    return exit_status(lambda: _dispatch(argv))

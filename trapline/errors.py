@@ -1,4 +1,4 @@
-"""Errors the user can fix. The CLI prints them as one line and exits 2."""
+"""Errors the user can fix, and the exit status and line the command line gives each error."""
 
 from __future__ import annotations
 
@@ -44,3 +44,26 @@ class NoSpace(RunFailed):
     """A full file system (ENOSPC, EDQUOT) where a run writes, or too little space for it
     before it starts: one line naming the directory and the space needed or left. Exit 1;
     the run claims nothing and the same command resumes it (trapline/results.py)."""
+
+
+# What the command line does with each error, in one place (./run.sh and the
+# `python -m trapline...` tools): the class, the word before its one line on stderr
+# (None: nothing printed), the exit status. The first class the error is an instance of wins.
+EXIT_STATUSES: tuple[tuple[type[BaseException], str | None, int], ...] = (
+    (UsageError, "error", 2),
+    (RunFailed, "failed", 1),
+    (KeyboardInterrupt, None, 130),  # Ctrl-C, or SIGTERM turned into it: children killed, the run resumable
+)
+
+
+def exit_status(fn) -> int:
+    """Run fn(): its status (None counts as 0), or for an error in EXIT_STATUSES its line
+    `trapline: WORD: message` on stderr and its status."""
+    import sys
+    try:
+        return fn() or 0
+    except tuple(cls for cls, _, _ in EXIT_STATUSES) as e:
+        word, status = next((w, s) for cls, w, s in EXIT_STATUSES if isinstance(e, cls))
+        if word:
+            print(f"trapline: {word}: {e}", file=sys.stderr)
+        return status

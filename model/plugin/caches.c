@@ -85,7 +85,7 @@ static inline unsigned node_of(const VCpu *v, uint64_t addr)
      * (256 MiB on the x86_64 guest) from 512 MiB. Taken as it was, node 1's
      * addresses fell above the memory described and were charged to the
      * reading vCPU's own node (an mbind to node 1 read from CPU 0 showed no
-     * node-1 reads: ./run.sh simulate --guest, tests/test_90_simulate.py). */
+     * node-1 reads: ./run.sh simulate --guest, tests/test_36_simulate.py). */
     uint64_t start = 0;
     for (unsigned k = 0; k < cfg.numa_nodes; k++) {
         if (addr >= 2 * start && addr - 2 * start < cfg.numa_mem[k])
@@ -367,7 +367,7 @@ void data_access_full(VCpu *v, uint64_t vaddr, uint64_t paddr, unsigned size, bo
 
     /* the last level's tag array is larger than the host's caches: its set is
      * fetched while the TLBs and the L1D are looked up (-20% time on an
-     * L2-missing x86_64 workload, docs/performance.md) */
+     * L2-missing x86_64 workload, docs/model.md "Performance") */
     if (have_l3)
         __builtin_prefetch(array_mru(&v->l3, paddr >> l3_shift));
     else if (have_l2)

@@ -23,7 +23,7 @@
  * every block is translated with the full instrumentation, as with ff_reset=0.
  * What ran between the marker and the reset is the rest of the marker's block,
  * which had the full instrumentation: the region's counts are those of
- * ff_reset=0 (the guest lanes' figures are checked equal: docs/performance.md).
+ * ff_reset=0 (the guest lanes' figures are checked equal: docs/model.md, tests/test_85_model_lane.py).
  *
  * One reset per run, asked by the first BEGIN only: QEMU 7.2's
  * plugin_reset_destroy takes plugin.lock twice and releases it once (fixed

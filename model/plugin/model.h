@@ -194,8 +194,8 @@ static inline __attribute__((always_inline)) int array_read_any(uint64_t *s, uns
  * registers): the L1s, L2s and TLBs of the x86_64 and armv6 machines. Kept
  * beside array_read_any on purpose: serving the other set sizes with this
  * body (unrolled by 8 around a variable count) made sparc64's model/bench.sh
- * 3-5% slower (0.382-0.393 s against 0.394-0.413 s, five interleaved rounds,
- * 24 November 2026, load 0.8-0.9; stats identical). */
+ * 3-5% slower (0.382-0.393 s against 0.394-0.413 s, five interleaved rounds;
+ * stats identical). */
 static inline __attribute__((always_inline)) int array_read_w(uint64_t *s, const unsigned W, uint64_t k,
                                                               uint64_t *victim)
 {

@@ -51,7 +51,7 @@
  *    the model's lookups can be prefetched ahead) measured 4-16% slower on
  *    x86_64, a queue of only the accesses that miss the L1D 9-15% slower:
  *    the appending and the second pass cost more than the stalls they hid
- *    (docs/performance.md);
+ *    (docs/model.md, "Performance");
  *  - the plugin is built with -flto, so these paths inline across files, and
  *    the miss walk's steps are always inlined (caches.c, HOT);
  *  - instruction exec callbacks only on the few instructions that need one

@@ -1,4 +1,4 @@
-"""The fidelity table (issue 12): every quantitative figure a post gives that a
+"""The fidelity table: every quantitative figure a post gives that a
 simulated lane models, modelled against claimed, with |log2(modelled / claimed)| per
 row and the median and the worst over the rows.
 
@@ -6,7 +6,7 @@ A row is an entry's headline or one of its figures, on a simulated platform (one
 times are predicted: the timing model; the run's manifest says which), with a numeric claimed figure and a modelled
 value, both positive (a log needs them). |log2| is 0 for a match, 1 for a factor of
 two either way. Each headline row also says what it rests on (prediction, input,
-fitted) and whether it keeps the rule of issue 12: a `prediction` headline is within
+fitted) and whether it keeps the rule: a `prediction` headline is within
 2x of its claim or its entry says `differs` (with the reason, in its note).
 
 Built from entries alone, like the rest of the report: the rows and lines here, laid out

@@ -285,7 +285,7 @@ def modelled(info: dict[str, dict]) -> set[str] | None:
 
 
 def fidelity_section(entries: list[Entry], info: dict[str, dict] | None = None) -> Section | None:
-    """The fidelity table of the modelled figures (issue 12, report/fidelity.py), or None
+    """The fidelity table of the modelled figures (report/fidelity.py), or None
     when the run has no modelled figure with a claim."""
     rs = fidelity.rows(entries, modelled(info or {}) if info else None)
     if not rs:

@@ -1,4 +1,4 @@
-"""Simulators side by side (issue 20, item 3): for every experiment that two or more
+"""Simulators side by side: for every experiment that two or more
 modelled platforms ran (Platform.report_facts' `modelled`, as the run's manifest says),
 their headline figures (and the figures both name) with each one's ratio to the first
 column's, and per sample group the counts per operation both produce for the same

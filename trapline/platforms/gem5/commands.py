@@ -5,7 +5,7 @@
     gem5 machine --machine M [--set k=v ...] [-o FILE]
                                               a machine as JSON for gem5_configs/run_se.py (machine_json.py)
 
-`gem5 --machine M ...` (no word after gem5) is `gem5 machine --machine M ...`, as before
+`gem5 --machine M ...` (no word after gem5) is `gem5 machine --machine M ...`
 (trapline.cli.DEFAULT_WORDS).
 """
 

@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from trapline import arch as arch_table, machine as machines
-from trapline.errors import RunFailed, UsageError
+from trapline.errors import UsageError, exit_status
 from trapline.machine import paths, schema
 
 FORMAT = 1
 KIND = "trapline-machine"
-# gem5.isas.ISA member names (src/python/gem5/isas.py); to come from the architecture table (issue 10, item 2).
+# gem5.isas.ISA member names (src/python/gem5/isas.py).
 ISA_OF_ARCH = {name: a.gem5_isa for name, a in arch_table.ARCHES.items()}  # the architecture table
 # top-level text that is no machine parameter (gem5 could not take it)
 _NOT_FIELDS = ("name", "description", "claims", "note")
@@ -115,16 +115,8 @@ def write(machine: str, sets: list[str], output: str | None) -> None:
 
 def cli_status(fn) -> int:
     """Run fn() for a `python -m trapline.platforms.gem5...` command: 0, or the CLI's one line and
-    status for an error (bad input 2, a failed run 1), as ./run.sh prints them."""
-    try:
-        fn()
-    except UsageError as e:
-        print(f"trapline: error: {e}", file=sys.stderr)
-        return 2
-    except RunFailed as e:
-        print(f"trapline: failed: {e}", file=sys.stderr)
-        return 1
-    return 0
+    status for an error (trapline.errors.EXIT_STATUSES), as ./run.sh prints them."""
+    return exit_status(lambda: fn() and 0)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""The fidelity table (issue 12): modelled against claimed for every figure a
+"""The fidelity table: modelled against claimed for every figure a
 simulated lane models, |log2(modelled / claimed)| per row, the median and the worst,
 and the rule that a prediction headline is within 2x of its claim or says differs."""
 

@@ -1,4 +1,4 @@
-"""./run.sh simulate on every platform (issue 22): one stats format, valid against
+"""./run.sh simulate on every platform: one stats format, valid against
 trapline/schema/simulate.schema.json on each; --compare; each bad input one line,
 exit 2, before anything runs; a failing or hung program exit 1."""
 
@@ -73,7 +73,7 @@ def test_model_user_mode_gives_regions_and_what_they_rest_on(prog):
     assert s["total"]["instructions"] > sum(g["instructions"] for g in s["regions"])
     assert s["rests_on"]["cycles"] == "prediction" and s["rests_on"]["instructions"] == "counted"
     assert len(s["program_sha256"]) == 64
-    # the platform's own stats stay under "stats" (as before issue 22)
+    # the platform's own stats stay under "stats"
     assert len([g for g in s["stats"]["regions"] if g.get("marked")]) == 2
 
 
@@ -266,7 +266,7 @@ def _per_op_ns(stats: dict, output: str) -> list[float]:
 
 
 def test_e1_trap_program_in_the_sun4u_guest_matches_the_lane(results_dir):
-    """issue 22's first 'done when': E1's kernel in trap mode, run as a user's static program
+    """E1's kernel in trap mode, run as a user's static program
     with simulate --guest on ultrasparc-iv-plus, takes one misaligned-access trap per load
     (through Linux's trap table and the SIGBUS handler, as the lane) and its per-load time
     is within 10% of the sparc-misalign-trap model lane's."""
