@@ -1,5 +1,5 @@
 """Shared fixtures. Tests are numbered by subsystem (ChampSim style), one number per file:
-05 the architecture table;
+01 the repository's conventions, 05 the architecture table;
 10 experiments, 11 platforms, 15 machine files, 16 their gem5 parameters, 18 gem5 itself;
 20 kernels;
 30 CLI, 35 bad input, 36 simulate;
