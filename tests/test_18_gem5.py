@@ -137,6 +137,7 @@ simTicks                                      {ticks}                       # Nu
 board.processor.cores.core.commitStats0.numInsts   {insts}   # Number of instructions committed (Count)
 board.cache_hierarchy.l1dcaches.overallMisses::processor.cores.core.data   {miss}   # misses
 board.cache_hierarchy.l1dcaches.overallMisses::total   {miss}   # number of overall misses (Count)
+board.cache_hierarchy.l1dcaches.overallMshrMisses::total   {miss}   # number of overall MSHR misses (Count)
 board.cache_hierarchy.l1dcaches.overallAvgMissLatency::total          nan   # average
 board.cache_hierarchy.l1dcaches.replacements            0   # number of replacements (Count)
 ---------- End Simulation Statistics   ----------

@@ -25,16 +25,40 @@ REST = (COUNTED, PREDICTION, MEASURED, EMULATION)
 # what time a run's seconds are
 TIME_KINDS = ("simulated", "real", "emulation")
 
-# the scalar figures, in the order a table prints them: (key, what it is)
+# the scalar figures, in the order a table prints them: (key, what it means). The one definition of
+# each: every platform reports a figure in this meaning or leaves it out (the schema's descriptions).
 SCALARS = (
-    ("seconds", "time of the run or region"),
-    ("instructions", "instructions executed"),
-    ("cycles", "CPU cycles"),
-    ("l1i_accesses", "L1I accesses"), ("l1i_misses", "L1I misses"),
-    ("l1d_accesses", "L1D accesses"), ("l1d_misses", "L1D misses"),
-    ("l2_accesses", "L2 accesses"), ("l2_misses", "L2 misses"),
-    ("l3_accesses", "L3 accesses"), ("l3_misses", "L3 misses"),
-    ("itlb_misses", "ITLB misses"), ("dtlb_misses", "DTLB misses"),
+    ("seconds", "time of the run or region; time_kind says which time"),
+    ("instructions", "instructions executed, each counted once: an x86 rep-prefixed string instruction is one "
+                     "however many iterations it runs (as x86's retired-instruction counters and gem5 count it; "
+                     "QEMU executes it once per iteration and the model takes the repeats out). Code a program "
+                     "calls can still differ between platforms: a static glibc picks memset, memcpy and the like "
+                     "by the CPU features the platform reports (CPUID), so under QEMU memset is one rep stosb and "
+                     "under gem5 (no ERMS) a loop of about 7 instructions per 64 bytes; compare the program's "
+                     "own regions"),
+    ("cycles", "CPU cycles at the machine's clock"),
+    ("l1i_accesses", "reads of the L1I by instruction fetch: one each time fetch moves to a line other than the "
+                     "one it read last (a fetch buffer of one line: a loop inside one line reads it once); gem5 "
+                     "reports it from its O3 CPU with lines of at most 64 bytes (its fetch buffer: a longer line "
+                     "is read in 64-byte blocks; the timing and minor CPUs read per instruction or fetch width)"),
+    ("l1i_misses", "lines filled into the L1I (a fetch of a line already being filled is not one)"),
+    ("l1d_accesses", "loads and stores to the L1D (an access across two lines is two)"),
+    ("l1d_misses", "lines filled into the L1D on demand, by loads and stores; an access to a line already "
+                   "being filled is not one (l1d_misses_in_flight), nor is a store to a line held without "
+                   "write permission (gem5's upgrade: no data moves)"),
+    ("l1d_misses_in_flight", "L1D accesses that missed a line an earlier miss was already filling (gem5's MSHR "
+                             "hits); the model fills a line at once and has none"),
+    ("l2_accesses", "demand reads reaching the L2 from the L1s (their line fills); write-backs into it are not "
+                    "accesses"),
+    ("l2_misses", "lines the L2 filled from below on demand"),
+    ("l3_accesses", "demand reads reaching the L3 from the L2; write-backs into it are not accesses"),
+    ("l3_misses", "lines the L3 filled from memory on demand"),
+    ("itlb_misses", "translations the ITLB had no entry for and filled"),
+    ("dtlb_misses", "translations the DTLB had no entry for and filled: one per page missed. gem5's SE mode "
+                    "also counts a lookup of a page not mapped yet: it maps a page at its first touch through "
+                    "a fault, so the access that faults and its retry each count (timing CPU: 2 per newly "
+                    "touched page) and on O3 so does every later access to that page already issued; a region "
+                    "whose pages were touched before it counts fills alone"),
 )
 # the figures that are a mapping: name -> count
 MAPS = (("traps", "traps by kind"), ("memory_reads_by_node", "reads that reached memory, by NUMA node"))
@@ -221,7 +245,9 @@ def schema() -> dict:
             "program_sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
             "exit_status": {"type": ["integer", "null"], "description": "null: it did not exit by itself"},
             "time_kind": {"enum": list(TIME_KINDS), "description": "what total.seconds is"},
-            "total": {**block, "description": "the whole run (guest mode: the marked regions together)"},
+            "total": {**block, "description": "the whole run (guest mode: the marked regions together). Beside the "
+                                              "program's own code it counts the C library's, which can differ by "
+                                              "platform (instructions says why): compare regions"},
             "regions": {"type": "array", "items": block,
                         "description": "one per TL_ROI_BEGIN/END pair of kernels/common/trapline.h"},
             "rests_on": {"type": "object", "additionalProperties": {"enum": list(REST)},

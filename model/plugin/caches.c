@@ -287,6 +287,7 @@ static inline HOT int l1d_read(VCpu *v, uint64_t line)
 void l1i_fetch_line(VCpu *v, uint64_t line)
 {
     uint64_t victim = INVALID_TAG;
+    v->c.l1i_fetches += line != v->last_iline;
     v->last_iline = line;
     if (LIKELY(array_read(&v->l1i, line, &victim))) {
         v->c.l1i_hits++;

@@ -78,11 +78,13 @@ void decode_x86(InsnDesc *d, const uint8_t *b, size_t n, uint64_t vaddr)
         return;
     }
     size_t i = 0;
-    bool lock = false;
+    bool lock = false, rep = false;
     for (; i < n; i++) {
         uint8_t p = b[i];
         if (p == 0xf0)
             lock = true;
+        else if (p == 0xf2 || p == 0xf3)
+            rep = true;
         else if (!(p == 0xf2 || p == 0xf3 || p == 0x2e || p == 0x36 || p == 0x3e || p == 0x26 || p == 0x64 ||
                    p == 0x65 || p == 0x66 || p == 0x67))
             break;
@@ -92,6 +94,8 @@ void decode_x86(InsnDesc *d, const uint8_t *b, size_t n, uint64_t vaddr)
     if (i >= n)
         return;
     uint8_t op = b[i];
+    /* rep ins/outs/movs/cmps/stos/lods/scas: QEMU runs one iteration per execution */
+    d->rep = rep && ((op >= 0x6c && op <= 0x6f) || (op >= 0xa4 && op <= 0xa7) || (op >= 0xaa && op <= 0xaf));
     if ((op == 0x86 || op == 0x87) && i + 1 < n && (b[i + 1] >> 6) != 3)
         lock = true; /* xchg with memory is implicitly locked */
     d->locked = lock;

@@ -91,7 +91,11 @@ int options_help(int argc, char **argv); /* help=json: 1 if printed, -1 on error
 /* Every counter is a uint64_t so that regions are differences of snapshots. */
 typedef struct {
     uint64_t insns;
+    uint64_t rep_repeats; /* x86: executions of a rep-prefixed string instruction after its first iteration
+                           * (QEMU runs one iteration per execution; in insns, not in "instructions") */
     uint64_t l1i_hits, l1i_misses, l1i_miss_l2hit;
+    uint64_t l1i_fetches; /* fetches that moved to a line other than the one fetched last (a one-line fetch
+                           * buffer's reads of the L1I) */
     uint64_t l1d_load_hits, l1d_load_misses, l1d_store_hits, l1d_store_misses, l1d_writebacks;
     uint64_t l1d_rmiss_l2hit; /* L1D read misses (loads, wb store fills) served by an L2 hit */
     uint64_t l2_read_hits, l2_read_misses, l2_write_hits, l2_write_misses, l2_writebacks;
@@ -401,6 +405,8 @@ typedef struct {
      * of its set in the L1I (ITLB), so fetching it again is a hit that
      * changes nothing and needs no look at the array */
     uint64_t last_iline, last_ipage;
+    /* the rep-prefixed string instruction executed last and insns after it (a repeat follows it at once) */
+    uint64_t rep_pc, rep_mark;
     uint64_t ctx; /* ctx_switch=: the address space running (context.c), 0 before the first switch */
 
     /* SPARC register windows */
@@ -521,6 +527,7 @@ typedef struct InsnDesc {
     uint8_t pf_strong;  /* prefetch: the instruction asks for a strong prefetch */
     uint8_t pf_known;   /* prefetch: address known at translation time */
     uint8_t tail;       /* counted and fetched by its own exec callback (see build_desc) */
+    uint8_t rep;        /* x86: a rep-prefixed string instruction (QEMU executes it once per iteration) */
     uint8_t entry;      /* SP_EXCEPTION: ARM vector / 4, or sparc64 enum trap_kind */
     uint16_t idx;       /* index in the block */
     uint16_t n_after;   /* instructions after this one counted at block entry */

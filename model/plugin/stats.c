@@ -146,6 +146,7 @@ static void put_stats(Str *s, const Counters *c0, const char *ind)
              cyc_lock = p[CYC_LOCK], cyc_pf = p[CYC_PF], cyc_win = p[CYC_WIN], cyc_entry = p[CYC_ENTRY];
 
     sput(s, "%s\"instructions\": %" PRIu64 ",\n", ind, c->insns);
+    sput(s, "%s\"rep_repeats\": %" PRIu64 ",\n", ind, c->rep_repeats);
     sput(s, "%s\"cycles\": %" PRIu64 ",\n", ind, cycles);
     sput(s,
          "%s\"cycles_breakdown\": {\"base\": %" PRIu64 ", \"ifetch\": %" PRIu64 ", \"data\": %" PRIu64
@@ -156,8 +157,10 @@ static void put_stats(Str *s, const Counters *c0, const char *ind)
          cyc_win, cyc_entry);
     if (cfg.lockstep) /* contention.c: the lock hand-offs and the waits of the timeline */
         contention_put_stats(s, c, p[CYC_WAIT], ind);
-    sput(s, "%s\"l1i\": {\"accesses\": %" PRIu64 ", \"hits\": %" PRIu64 ", \"misses\": %" PRIu64 "},\n", ind,
-         c->l1i_hits + c->l1i_misses, c->l1i_hits, c->l1i_misses);
+    sput(s,
+         "%s\"l1i\": {\"accesses\": %" PRIu64 ", \"hits\": %" PRIu64 ", \"misses\": %" PRIu64
+         ", \"line_fetches\": %" PRIu64 "},\n",
+         ind, c->l1i_hits + c->l1i_misses, c->l1i_hits, c->l1i_misses, c->l1i_fetches);
     sput(s,
          "%s\"l1d\": {\"accesses\": %" PRIu64 ", \"hits\": %" PRIu64 ", \"misses\": %" PRIu64
          ", \"load_hits\": %" PRIu64 ", \"load_misses\": %" PRIu64 ", \"store_hits\": %" PRIu64

@@ -134,7 +134,7 @@ static void vcpu_init(qemu_plugin_id_t id, unsigned int vi)
         v->cansave = cfg.nwindows ? cfg.nwindows - 2 : 0;
         v->canrestore = 0;
         v->pending = -1;
-        v->last_iline = v->last_ipage = INVALID_TAG;
+        v->last_iline = v->last_ipage = v->rep_pc = INVALID_TAG;
         __atomic_store_n(&vcpus[vi], v, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&vcpu_lock);
@@ -188,6 +188,13 @@ static void special_exec(unsigned int vi, void *ud)
             audit_progress(v, d->idx);
         if (UNLIKELY(d->tail))
             tail_exec(v, d);
+        if (d->rep) {
+            /* a repeat: the same instruction again with nothing executed between (its block is itself) */
+            uint64_t pc = d->tb->ivaddr[d->idx];
+            v->c.rep_repeats += pc == v->rep_pc && v->c.insns == v->rep_mark + 1;
+            v->rep_pc = pc;
+            v->rep_mark = v->c.insns;
+        }
     }
     switch (d->special) {
     case SP_SAVE:
@@ -272,6 +279,7 @@ static inline __attribute__((always_inline)) void tb_exec_t(unsigned int vi, voi
         const Run *r = &t->irun[i];
         if (LIKELY(r->key == v->last_iline) || array_is_mru(&v->l1i, r->key)) {
             v->c.l1i_hits += r->count;
+            v->c.l1i_fetches += r->key != v->last_iline;
             v->last_iline = r->key;
         } else {
             l1i_fetch_line(v, r->key);
@@ -314,6 +322,7 @@ static void tb_exec_lean(unsigned int vi, void *ud)
                (t->ipage1 == v->last_ipage || array_is_mru(&v->itlb, t->ipage1)))) {
         v->c.insns += t->n_entry;
         v->c.l1i_hits += t->leaf_ihits;
+        v->c.l1i_fetches += (t->iline1 != v->last_iline) + (t->iline2 != t->iline1);
         v->c.itlb_accesses += t->leaf_iacc;
         v->last_iline = t->iline2;
         v->last_ipage = t->ipage1;
@@ -672,7 +681,7 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         qemu_plugin_register_vcpu_mem_cb(insn,
                                          !lean || d->locked ? mem_exec : mem_exec_leaf,
                                          QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW, d);
-        if (d->special || d->tail)
+        if (d->special || d->tail || d->rep)
             qemu_plugin_register_vcpu_insn_exec_cb(insn, special_exec, QEMU_PLUGIN_CB_NO_REGS, d);
         int64_t simm;
         if (UNLIKELY(cfg.ctx_switch) && context_insn(qemu_plugin_insn_data(insn), qemu_plugin_insn_size(insn),

@@ -48,6 +48,7 @@ class Counter:
     stats: tuple[str, ...]  # gem5 statistics (regular expressions, whole names), summed over every match
     doc: str
     needs: str = ""      # a statistic that must be in the dump for the counter to exist (else omitted)
+    less: tuple[str, ...] = ()  # statistics subtracted from the sum (absent ones count 0)
     how: str = "sum"     # sum (of stats), ops (the kernel's), cycles (simTicks at the machine's clock),
     #                      trace (entries in gem5's Exec trace: TRACED), each (one count per key: the name has
     #                      "{}", its one statistic a group, e.g. a node's number)
@@ -60,8 +61,9 @@ class Counter:
             return "simTicks / clock period"
         if self.how == "trace":
             return "Exec trace: entries at the handler's PC"
-        return " + ".join(s.replace("(\\d+)", "<n>").replace("\\d*", "*").replace("\\d+", "*").replace("?", "")
-                          .replace("\\", "") for s in self.stats)
+        def show(p: str) -> str:
+            return p.replace("(\\d+)", "<n>").replace("\\d*", "*").replace("\\d+", "*").replace("?", "").replace("\\", "")
+        return " + ".join(map(show, self.stats)) + "".join(f" - {show(p)}" for p in self.less)
 
 
 def _cache(level: str, stat: str) -> tuple[str, ...]:
@@ -79,32 +81,52 @@ COUNTERS: tuple[Counter, ...] = (
             "micro-ops committed, all cores (x86 splits an instruction into micro-ops; elsewhere = instructions)"),
     Counter("gem5_l1d_accesses", _cache("l1dcaches", "overallAccesses"),
             "L1D accesses, all cores (a line-crossing access is two)", needs=rf"{_H}\.l1dcaches\d*\.replacements"),
-    Counter("gem5_l1d_misses", _cache("l1dcaches", "overallMisses"),
-            "L1D misses (loads and stores), all cores; an access to a line already being fetched counts too "
-            "(an MSHR hit)", needs=rf"{_H}\.l1dcaches\d*\.replacements"),
+    Counter("gem5_l1d_misses", _cache("l1dcaches", "overallMshrMisses"),
+            "lines filled into the L1D on demand (loads and stores), all cores, as the model counts its misses: "
+            "gem5's MSHR misses less the upgrades (gem5_l1d_upgrades: a store to a line held without write "
+            "permission, no data moved); an access to a line already being filled is not one "
+            "(gem5_l1d_misses_in_flight)", less=_cache("l2caches", r"UpgradeReq\.accesses"),
+            needs=rf"{_H}\.l1dcaches\d*\.replacements"),
+    Counter("gem5_l1d_misses_in_flight", _cache("l1dcaches", "overallMshrHits"),
+            "L1D accesses that missed a line already being filled by an earlier miss (gem5's MSHR hits: O3 has "
+            "many misses in flight, the timing CPU one); gem5's overallMisses counts them as misses",
+            needs=rf"{_H}\.l1dcaches\d*\.replacements"),
     Counter("gem5_l1d_line_fetches", _cache("l1dcaches", "overallMshrMisses"),
-            "L1D misses that fetched a line (gem5's MSHR misses: l1d_misses less those to a line in flight)",
+            "L1D misses that allocated an MSHR (gem5's MSHR misses): gem5_l1d_misses plus gem5_l1d_upgrades",
             needs=rf"{_H}\.l1dcaches\d*\.replacements"),
     Counter("gem5_l1d_upgrades", _cache("l2caches", r"UpgradeReq\.accesses"),
             "stores to a line the L1D held without write permission (an UpgradeReq to the L2, no data moved): "
             "gem5 counts each as an L1D miss. A line the L2 fills after its own miss comes up shared when it "
             "was dirty below (Cache::satisfyRequest, src/mem/cache/cache.cc), so a load then a store to it "
             "costs a miss and an upgrade where the model has one miss", needs=rf"{_H}\.l2caches\d*\.replacements"),
-    Counter("gem5_l1i_accesses", _cache("l1icaches", "overallAccesses"), "L1I accesses (fetches), all cores",
+    Counter("gem5_l1i_accesses", _cache("l1icaches", "overallAccesses"),
+            "L1I accesses, all cores: what one is depends on the CPU model (O3 reads a fetch buffer of one line "
+            "when fetch moves to another line, the timing CPU reads once per instruction)",
             needs=rf"{_H}\.l1icaches\d*\.replacements"),
-    Counter("gem5_l1i_misses", _cache("l1icaches", "overallMisses"), "L1I misses, all cores",
-            needs=rf"{_H}\.l1icaches\d*\.replacements"),
+    Counter("gem5_l1i_line_fetches", _cache("l1icaches", "overallAccesses"),
+            "O3 only: L1I reads when fetch moves to a line other than the one in its fetch buffer (trapline's "
+            "board sizes the buffer to the line), as the model counts its l1i.line_fetches",
+            needs=rf"{_CORE}\.fetch\.cacheLines"),
+    Counter("gem5_l1i_misses", _cache("l1icaches", "overallMshrMisses"),
+            "lines filled into the L1I, all cores (gem5's MSHR misses: a fetch of a line already being filled "
+            "is not one)", needs=rf"{_H}\.l1icaches\d*\.replacements"),
     Counter("gem5_l2_accesses", _cache("l2caches", "overallAccesses"),
             "L2 demand accesses (L1 misses reaching it; not writebacks)", needs=rf"{_H}\.l2caches\d*\.replacements"),
-    Counter("gem5_l2_misses", _cache("l2caches", "overallMisses"), "L2 misses", needs=rf"{_H}\.l2caches\d*\.replacements"),
+    Counter("gem5_l2_misses", _cache("l2caches", "overallMshrMisses"),
+            "lines the L2 filled from below on demand (gem5's MSHR misses: a request for a line already being "
+            "filled is not one)", needs=rf"{_H}\.l2caches\d*\.replacements"),
     Counter("gem5_l3_accesses", _cache("l3cache", "overallAccesses"), "L3 demand accesses",
             needs=rf"{_H}\.l3cache\.replacements"),
-    Counter("gem5_l3_misses", _cache("l3cache", "overallMisses"), "L3 misses", needs=rf"{_H}\.l3cache\.replacements"),
+    Counter("gem5_l3_misses", _cache("l3cache", "overallMshrMisses"),
+            "lines the L3 filled from memory on demand (gem5's MSHR misses)", needs=rf"{_H}\.l3cache\.replacements"),
     Counter("gem5_dtlb_accesses", (rf"{_CORE}\.mmu\.dtb\.rdAccesses", rf"{_CORE}\.mmu\.dtb\.wrAccesses"),
             "DTLB lookups (x86; gem5's SPARC TLB keeps no statistics)", needs=rf"{_CORE}\.mmu\.dtb\.rdAccesses"),
     Counter("gem5_dtlb_misses", (rf"{_CORE}\.mmu\.dtb\.rdMisses", rf"{_CORE}\.mmu\.dtb\.wrMisses"),
-            "DTLB misses (x86). In SE mode a miss is refilled from the process's page table by the simulator "
-            "at no simulated cost (X86ISA::TLB::translate, src/arch/x86/tlb.cc): counted, not timed",
+            "DTLB lookups that found no entry (x86). In SE mode a miss is refilled from the process's page table "
+            "by the simulator at no simulated cost (X86ISA::TLB::translate, src/arch/x86/tlb.cc): counted, not "
+            "timed. A page not mapped yet is mapped by a fault at its first touch: the faulting access, its retry "
+            "and, on O3, every later access to the page already issued each count (timing CPU 2 per new page, "
+            "O3 29 in a memset)",
             needs=rf"{_CORE}\.mmu\.dtb\.rdAccesses"),
     Counter("gem5_itlb_misses", (rf"{_CORE}\.mmu\.itb\.rdMisses", rf"{_CORE}\.mmu\.itb\.wrMisses"),
             "ITLB misses (x86; a fetch is counted as a write: its mode is Execute, not Read), refilled untimed "
@@ -275,7 +297,7 @@ def region(block: dict, clock_hz: float) -> dict:
                 if m and not math.isnan(v):
                     counts[c.name.format(m.group(1))] = int(round(v))
         else:
-            counts[c.name] = int(round(_sum(block, c.stats)))
+            counts[c.name] = int(round(_sum(block, c.stats) - _sum(block, c.less)))
     # simInsts is never reset: the instructions since the program started
     return {"ticks": ticks, "cycles": counts["gem5_cycles"], "seconds": ticks / TICKS_PER_SECOND,
             "end_tick": int(block.get("finalTick", 0)),

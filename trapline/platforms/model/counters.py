@@ -19,13 +19,16 @@ class Counter:
     """One model_* count of a region, as the experiments' checks name it."""
     name: str  # with {} for one count per key (a dict) or index (a list)
     path: str  # dotted, in a region of the stats JSON ("-": not from the plugin)
-    how: str   # value (0 when absent or null), sum (of a list), each ({} per key/index), if-present, ops
+    how: str   # value (0 when absent or null), sum (of a list), each ({} per key/index), if-present, ops,
+    #            less (path "a-b": a less b, each 0 when absent)
     doc: str
 
 
 COUNTERS: tuple[Counter, ...] = (
     Counter("model_ops", "-", "ops", "the sample's operations, as the kernel reported them"),
-    Counter("model_instructions", "instructions", "value", "instructions executed in the region"),
+    Counter("model_instructions", "instructions-rep_repeats", "less",
+            "instructions executed in the region, an x86 rep-prefixed string instruction once (QEMU executes it "
+            "once per iteration; rep_repeats are the executions after the first), as gem5_instructions"),
     Counter("model_cycles", "cycles", "value", "modelled cycles: cpi x instructions + every penalty"),
     Counter("model_l1d_misses", "l1d.misses", "value", "L1D misses (loads and stores)"),
     Counter("model_l2_misses", "l2.misses", "value", "L2 misses (0 without an L2)"),
@@ -69,6 +72,9 @@ def region_counts(g: dict, ops: int) -> dict[str, int]:
         v = ops if c.how == "ops" else _get(g, c.path)
         if c.how in ("ops", "value"):
             out[c.name] = v or 0
+        elif c.how == "less":
+            a, b = c.path.split("-")
+            out[c.name] = (_get(g, a) or 0) - (_get(g, b) or 0)
         elif c.how == "sum":
             out[c.name] = sum(v or [])
         elif c.how == "each":
@@ -85,7 +91,8 @@ COUNTERS_END = "<!-- end of the counters table -->"
 
 def counters_markdown() -> str:
     """The docs' table of the model_* counters (docs/model.md, between COUNTERS_BEGIN and COUNTERS_END)."""
-    how = {"value": "", "sum": "sum of ", "each": "one per entry of ", "if-present": "when present: ", "ops": ""}
+    how = {"value": "", "sum": "sum of ", "each": "one per entry of ", "if-present": "when present: ", "ops": "",
+           "less": ""}
     lines = [COUNTERS_BEGIN, "", "| count | from a region's | meaning |", "|---|---|---|"]
     for c in COUNTERS:
         src = "the kernel's sample" if c.path == "-" else f"{how[c.how]}`{c.path}`"

@@ -27,10 +27,25 @@ GUEST_BOOT_S = 300
 
 
 def _level(g: dict, name: str) -> tuple[int | None, int | None]:
+    """A level's accesses and misses as simstats.SCALARS defines them: the L1I's reads by fetch
+    (line_fetches: a move to another line), the L1D's loads and stores, the L2's and L3's demand
+    reads from above (write-backs into them are not accesses) and the lines each one filled."""
     lv = g.get(name)
     if not isinstance(lv, dict):
         return None, None
+    if name == "l1i":
+        return lv.get("line_fetches"), lv.get("misses")
+    if name in ("l2", "l3"):
+        rh, rm = lv.get("read_hits"), lv.get("read_misses")
+        return (None if rh is None or rm is None else rh + rm), rm
     return lv.get("accesses"), lv.get("misses")
+
+
+def instructions(g: dict) -> int | None:
+    """Instructions as simstats.SCALARS defines them: an x86 rep-prefixed string instruction once
+    (QEMU executes it once per iteration: the plugin's rep_repeats are the executions after the first)."""
+    n = g.get("instructions")
+    return None if n is None else n - (g.get("rep_repeats") or 0)
 
 
 def block(g: dict, clock_hz: float) -> dict:
@@ -39,7 +54,7 @@ def block(g: dict, clock_hz: float) -> dict:
     traps.update({f"trap_table.{k}": v for k, v in (g.get("trap_table_entries") or {}).items() if v})
     traps.update({f"exception.{k}": v for k, v in (g.get("exceptions") or {}).items() if v})
     reads = g.get("memory_reads_by_node")
-    out = {"seconds": g["cycles"] / clock_hz, "instructions": g.get("instructions"), "cycles": g.get("cycles"),
+    out = {"seconds": g["cycles"] / clock_hz, "instructions": instructions(g), "cycles": g.get("cycles"),
            "traps": traps, "memory_reads_by_node": {str(i): n for i, n in enumerate(reads)} if reads else None,
            "itlb_misses": (g.get("itlb") or {}).get("misses"), "dtlb_misses": (g.get("dtlb") or {}).get("misses")}
     for lv in ("l1i", "l1d", "l2", "l3"):
