@@ -60,6 +60,12 @@ def test_schema_file_is_the_generated_one():
     assert SCHEMA == simstats.schema(), "python -m trapline.simstats --write-schema"
 
 
+def test_docs_carry_the_figures_table():
+    """docs/model.md defines each figure as the schema does (simstats.SCALARS: one table)."""
+    assert simstats.markdown() in (ROOT / "docs" / "model.md").read_text(), \
+        "docs/model.md's figures table is stale: python -m trapline.simstats --write-schema"
+
+
 def test_model_user_mode_gives_regions_and_what_they_rest_on(prog):
     r = trapline("simulate", *SERVER, "--", str(prog))
     assert r.returncode == 0, r.stderr[-2000:]
@@ -336,6 +342,57 @@ def test_longer_lines_halve_l1d_misses_on_both(stream_runs):
     assert g["l1d_misses"] + g["l1d_misses_in_flight"] == pytest.approx(stream_runs[64, "gem5"]["l1d_misses"],
                                                                          rel=0.05)
     assert "l1i_accesses" not in g  # O3 reads a 128-byte line in two 64-byte blocks: not this figure
+
+
+REP_C = r"""
+/* one rep stosb of argv[1] bytes in a region: one instruction however many iterations */
+#include "trapline.h"
+static char buf[1 << 16];
+int main(int argc, char **argv)
+{
+	void *p = buf;
+	unsigned long n = strtoul(argv[1], 0, 0);
+	TL_ROI_BEGIN();
+	__asm__ volatile("rep stosb" : "+D"(p), "+c"(n) : "a"(1) : "memory");
+	TL_ROI_END();
+	printf("%d\n", buf[100]);
+	return 0;
+}
+"""
+
+
+def test_a_rep_string_instruction_is_one_instruction_on_both(tmp_path, gem5_binary):
+    """QEMU executes rep stosb once per byte; the model counts it once, as gem5 does (and x86's
+    retired-instruction counters): the region's instructions do not grow with the count."""
+    from trapline import machine, program
+    from trapline.platforms.gem5 import simulated
+
+    class Gem5:
+        name, label = "gem5", "gem5"
+
+    (tmp_path / "rep.c").write_text(REP_C)
+    for name, flags in (("rep", []), ("rep-gem5", ["-DTL_GEM5"])):
+        subprocess.run(["gcc", "-O1", "-static", *flags, "-I", str(ROOT / "kernels" / "common"), "-o",
+                        str(tmp_path / name), str(tmp_path / "rep.c")], check=True)
+    m = machine.load("x86-2012-server")
+    got = {}
+    for n in (64, 65536):
+        r = trapline("simulate", *SERVER, "--platform", "model", "--format", "json", "--",
+                     str(tmp_path / "rep"), str(n), timeout=900)
+        assert r.returncode == 0, r.stderr[-3000:]
+        s = valid(json.loads(r.stdout))
+        got[n, "model"] = s["regions"][0]
+        assert s["stats"]["regions"][0]["rep_repeats"] >= n - 1  # QEMU's executions after the first
+        p = program.check(str(tmp_path / "rep-gem5"), m.arch)
+        run = simulated.simulate(Gem5, m, p, [p.path, str(n)], timeout=900, cpu="timing", gem5=gem5_binary)
+        assert run.error is None, run.error
+        got[n, "gem5"] = valid(run.stats)["regions"][0]
+    assert got[64, "model"]["instructions"] == got[65536, "model"]["instructions"] < 8, got
+    assert got[64, "gem5"]["instructions"] == got[65536, "gem5"]["instructions"], got
+    # gem5's region also holds the end marker's two argument registers (trapline.h TL_M5OP_X86)
+    assert abs(got[64, "gem5"]["instructions"] - got[64, "model"]["instructions"]) <= 3, got
+    # the stores are stores on both: one per byte
+    assert got[65536, "model"]["l1d_accesses"] >= 65536 and got[65536, "gem5"]["l1d_accesses"] >= 65536
 
 
 def test_gem5_platform_refuses_what_it_cannot_run(prog, gem5_binary):

@@ -838,6 +838,9 @@ def test_region_counts_come_from_the_counter_list():
     assert c["model_l2_misses"] == 0 and c["model_l3_misses"] == 0 and c["model_l1d_misses"] == 6
     assert (c["model_trap_entries_unaligned"], c["model_trap_entries_spill"], c["model_data_aborts"]) == (3, 1, 4)
     assert (c["model_memory_reads"], c["model_memory_writes"], c["model_memory_reads_node1"]) == (3, 7, 2)
+    # one meaning with gem5's (simstats.SCALARS): a rep string instruction once, lines the L2 filled on demand
+    r = C.region_counts({"instructions": 25, "rep_repeats": 20, "l2": {"misses": 7, "read_misses": 5}}, 1)
+    assert r["model_instructions"] == 5 and r["model_l2_misses"] == 5
     assert c["model_window_spills"] == 2 and c["model_window_fills"] == 0
     assert "model_data_aborts" not in C.region_counts({}, 0)
     names = {x.name for x in C.COUNTERS}

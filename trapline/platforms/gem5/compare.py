@@ -28,7 +28,7 @@ from trapline.platforms.gem5 import binary, run, stats
 from trapline.platforms.gem5.machine_json import cli_status
 
 # the counts shown per operation, by suffix (gem5_<s> beside model_<s>)
-SUFFIXES = ("instructions", "l1d_misses", "l1d_line_fetches", "l1d_upgrades", "l2_misses", "l3_misses", "dtlb_misses", "itlb_misses",
+SUFFIXES = ("instructions", "l1d_misses", "l1d_misses_in_flight", "l1d_line_fetches", "l1d_upgrades", "l2_misses", "l3_misses", "dtlb_misses", "itlb_misses",
             "l1i_misses", "locked_lines")
 
 
