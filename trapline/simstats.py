@@ -38,11 +38,13 @@ SCALARS = (
                      "bytes; compare the program's own regions"),
     ("cycles", "CPU cycles at the machine's clock"),
     ("l1i_accesses", "reads of the L1I by instruction fetch: one each time fetch moves to a line other than the "
-                     "one it read last (a fetch buffer of one line: a loop inside one line reads it once); gem5 "
+                     "one it read last (a fetch buffer of one line: a loop inside one line reads it once; gem5's O3 "
+                     "also reads lines down a mispredicted path and again after a squash); gem5 "
                      "reports it from its O3 CPU with lines of at most 64 bytes (its fetch buffer: a longer line "
                      "is read in 64-byte blocks; the timing and minor CPUs read per instruction or fetch width)"),
     ("l1i_misses", "lines filled into the L1I (a fetch of a line already being filled is not one)"),
-    ("l1d_accesses", "loads and stores to the L1D (an access across two lines is two)"),
+    ("l1d_accesses", "loads and stores to the L1D (an access across two lines is two, each iteration of a rep "
+                     "string instruction one)"),
     ("l1d_misses", "lines filled into the L1D on demand, by loads and stores; an access to a line already "
                    "being filled is not one (l1d_misses_in_flight), nor is a store to a line held without "
                    "write permission (gem5's upgrade: no data moves)"),
