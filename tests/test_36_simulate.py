@@ -92,6 +92,20 @@ def test_host_runs_it_natively_in_real_time(prog):
     assert "perf" in s["stats"]
 
 
+def test_host_figures_are_loads_and_stores_or_absent():
+    """perf's generic *-loads events count loads; a figure meaning loads and stores (simstats.SCALARS)
+    is their sum with the *-stores event, and absent where the host cannot count one of them."""
+    from trapline import perfstat
+    csv = "\n".join(["# started on ...", "1000,,instructions:u,5,100.00,,", "2000,,cycles:u,5,100.00,,",
+                     "300,,L1-dcache-loads:u,5,100.00,,", "100,,L1-dcache-stores:u,5,100.00,,",
+                     "7,,L1-dcache-load-misses:u,5,100.00,,", "<not supported>,,L1-dcache-store-misses:u,0,100.00,,",
+                     "5,,dTLB-load-misses:u,5,100.00,,", "2,,dTLB-store-misses:u,5,100.00,,"])
+    got, missing = perfstat.parse(csv)
+    assert got == {"instructions": 1000, "cycles": 2000, "l1d_accesses": 400, "dtlb_misses": 7}, got
+    assert missing == ["L1-dcache-store-misses"]
+    assert set(perfstat.FIGURES) <= set(dict(simstats.SCALARS))
+
+
 def test_compare_prints_both_columns_and_their_ratio(prog):
     r = trapline("simulate", *SERVER, "--compare", "model,host", "--", str(prog))
     assert r.returncode == 0, r.stderr[-2000:]

@@ -13,29 +13,34 @@ from pathlib import Path
 
 from trapline.proc import run_command
 
-# perf's event -> the common format's figure (trapline/simstats.py); user mode only (:u)
-EVENTS = {"instructions:u": "instructions", "cycles:u": "cycles", "L1-dcache-loads:u": "l1d_accesses",
-          "L1-dcache-load-misses:u": "l1d_misses", "L1-icache-load-misses:u": "l1i_misses",
-          "LLC-loads:u": "l3_accesses", "LLC-load-misses:u": "l3_misses",
-          "dTLB-load-misses:u": "dtlb_misses", "iTLB-load-misses:u": "itlb_misses"}
-
-NAMES = {k.split(":")[0]: v for k, v in EVENTS.items()}  # perf prints them without the modifier
+# the common format's figures (trapline/simstats.py SCALARS: one meaning on every platform) from perf's
+# generic events, user mode only (:u): each figure the sum of its events, present only when the host
+# counted every one of them (perf's *-loads events alone count loads, where a figure means loads and stores)
+FIGURES = {"instructions": ("instructions",), "cycles": ("cycles",),
+           "l1d_accesses": ("L1-dcache-loads", "L1-dcache-stores"),
+           "l1d_misses": ("L1-dcache-load-misses", "L1-dcache-store-misses"),
+           "l1i_misses": ("L1-icache-load-misses",),
+           "l3_accesses": ("LLC-loads", "LLC-stores"), "l3_misses": ("LLC-load-misses", "LLC-store-misses"),
+           "dtlb_misses": ("dTLB-load-misses", "dTLB-store-misses"), "itlb_misses": ("iTLB-load-misses",)}
+EVENTS = [f"{e}:u" for events in FIGURES.values() for e in events]
 
 
 def parse(text: str) -> tuple[dict[str, int], list[str]]:
-    """perf stat -x, output: (the counted figures, the events the host did not count)."""
-    got, missing = {}, []
+    """perf stat -x, output: (the figures whose events were all counted, the events the host did not count)."""
+    counted, missing = {}, []
+    names = {e for events in FIGURES.values() for e in events}
     for line in text.splitlines():
         parts = line.split(",")
         if len(parts) < 3 or line.startswith("#"):
             continue
         value, event = parts[0], parts[2].split(":")[0]
-        if event not in NAMES:
+        if event not in names:
             continue
         if value.strip().isdigit():
-            got[NAMES[event]] = int(value)
+            counted[event] = int(value)
         else:  # <not supported>, <not counted>
             missing.append(event)
+    got = {f: sum(counted[e] for e in events) for f, events in FIGURES.items() if all(e in counted for e in events)}
     return got, missing
 
 
