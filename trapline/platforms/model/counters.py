@@ -68,10 +68,20 @@ def _get(g: dict, path: str) -> Any:
     return g
 
 
+def count(g: dict, name: str) -> int:
+    """One value or less counter of a region (simulate's figure of the same meaning reads it here)."""
+    c = next(c for c in COUNTERS if c.name == name and c.how in ("value", "less"))
+    return region_counts_of(g, (c,))[name]
+
+
 def region_counts(g: dict, ops: int) -> dict[str, int]:
     """The plugin's counts for one region (a dict of its stats JSON), flattened to the model_* counters."""
+    return region_counts_of(g, COUNTERS, ops)
+
+
+def region_counts_of(g: dict, counters: tuple[Counter, ...], ops: int = 0) -> dict[str, int]:
     out: dict[str, int] = {}
-    for c in COUNTERS:
+    for c in counters:
         v = ops if c.how == "ops" else _get(g, c.path)
         if c.how in ("ops", "value"):
             out[c.name] = v or 0

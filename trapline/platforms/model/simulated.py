@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from trapline import arch as arch_table, guest, simstats
+from trapline.platforms.model import counters
 from trapline.platforms.model.plugin_build import plugin as built_plugin
 from trapline.proc import tail
 
@@ -42,10 +43,9 @@ def _level(g: dict, name: str) -> tuple[int | None, int | None]:
 
 
 def instructions(g: dict) -> int | None:
-    """Instructions as simstats.SCALARS defines them: an x86 rep-prefixed string instruction once
-    (QEMU executes it once per iteration: the plugin's rep_repeats are the executions after the first)."""
-    n = g.get("instructions")
-    return None if n is None else n - (g.get("rep_repeats") or 0)
+    """Instructions as simstats.SCALARS defines them, as model_instructions counts them: an x86
+    rep-prefixed string instruction once (QEMU executes it once per iteration)."""
+    return None if g.get("instructions") is None else counters.count(g, "model_instructions")
 
 
 def block(g: dict, clock_hz: float) -> dict:
