@@ -160,14 +160,17 @@ def _umask() -> int:
     return old
 
 
-def atomic_write(path: Path, data: str | bytes) -> None:
+def atomic_write(path: Path, data: str | bytes, parents: bool = True) -> None:
     """Write to a temp file beside `path`, fsync, rename: readers see the old or the new
-    file, never a part. The file gets the mode open(2) would give it (0666 less the umask),
-    not mkstemp's 0600."""
+    file, never a part, and a write that fails for any reason (a full disk, `path` a
+    directory, an interrupt) removes its temp file. The one way trapline writes a file
+    in place. The file gets the mode open(2) would give it (0666 less the umask), not
+    mkstemp's 0600. parents: make the missing folders above it (else the OSError)."""
     path = Path(path)
     blob = data.encode() if isinstance(data, str) else data
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if parents:
+            path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     except OSError as e:
         if e.errno in FULL:
@@ -186,6 +189,17 @@ def atomic_write(path: Path, data: str | bytes) -> None:
         if isinstance(e, OSError) and e.errno in FULL:
             raise no_space(path, len(blob)) from None
         raise
+
+
+def cache_write(path: Path, data: str | bytes) -> bool:
+    """atomic_write for a note a cache keeps (a memo, a remembered check): best effort, since
+    a cache that cannot be written changes nothing but the speed. Whether it was written;
+    either way no temporary file stays."""
+    try:
+        atomic_write(path, data)
+    except (OSError, NoSpace):
+        return False
+    return True
 
 
 def sha256_file(path: Path) -> str:

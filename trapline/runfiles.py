@@ -129,7 +129,8 @@ def parse(raw: bytes, name: str, fix: str = RERUN) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        cut = " (it ends early: truncated)" if e.pos >= len(text.rstrip()) else ""
+        cut = (" (it ends early: truncated)" if e.pos >= len(text.rstrip()) or e.msg.startswith("Unterminated string")
+               else "")
         raise Damaged(f"{name}: is not valid JSON{cut}: {e.msg} at line {e.lineno} column {e.colno}; {fix}") from None
     except RecursionError:
         raise Damaged(f"{name}: is JSON nested too deep to read; {fix}") from None

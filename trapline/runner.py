@@ -135,17 +135,15 @@ def execute(command: str, exp_ids: list[str] | None, platform: str | None, quick
     if not fresh:  # the interrupted runs' states, read to find the one to resume: each checked
         runfiles.check_states(root / ".incomplete")
     rd = results.RunDir.open(args, fresh=fresh, root=root, entries=len(steps))
-    try:  # the entries it already has, checked before anything runs
-        done = runfiles.resumable(rd.path, [(e.id, p) for e, p, _ in steps]) if rd.resumed else {}
-    except BaseException:
-        rd.release(unchanged=True)
-        raise
-    if rd.resumed:
-        log(f"resuming run {rd.run_id}: {len(done)} of {len(steps)} entries already done")
-    else:
-        log(f"run {rd.run_id}: {len(steps)} entries ({'quick' if quick else 'full'} mode)")
-    entries, platform_facts, saved = [], {}, 0
+    entries, platform_facts, saved, checked = [], {}, 0, False
     try:
+        # the entries a resumed run already has, checked before anything runs
+        done = runfiles.resumable(rd.path, [(e.id, p) for e, p, _ in steps]) if rd.resumed else {}
+        checked = True
+        if rd.resumed:
+            log(f"resuming run {rd.run_id}: {len(done)} of {len(steps)} entries already done")
+        else:
+            log(f"run {rd.run_id}: {len(steps)} entries ({'quick' if quick else 'full'} mode)")
         for i, (exp, pname, reason) in enumerate(steps):
             prev = done.get((exp.id, pname))
             if prev:
@@ -172,10 +170,13 @@ def execute(command: str, exp_ids: list[str] | None, platform: str | None, quick
         manifest = make_manifest(rd, args, exps, entries, platform_facts, finished, platform_report)
         final = rd.finish(summary, manifest, report.render)
     except BaseException as e:
-        # Interrupted, or out of space (RunFailed): the run stays to be resumed. Refused or
-        # broken (UsageError, a bug) before its first entry: nothing to resume, so it goes.
-        # Either way its lock file goes with its owner.
-        if not rd.resumed and not saved and not isinstance(e, (KeyboardInterrupt, RunFailed)):
+        # A resumed run refused as found (a damaged entry) is left as it was. Interrupted, or
+        # out of space (RunFailed): the run stays to be resumed. Refused or broken (UsageError,
+        # a bug) before its first entry: nothing to resume, so it goes. Either way its lock
+        # file goes with its owner.
+        if not checked:
+            rd.release(unchanged=True)
+        elif not rd.resumed and not saved and not isinstance(e, (KeyboardInterrupt, RunFailed)):
             rd.discard()
         else:
             rd.release()
