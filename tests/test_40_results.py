@@ -309,5 +309,7 @@ def test_a_disk_that_fills_during_a_run_is_one_line_and_the_rerun_resumes(tmp_pa
     assert lines[-1].startswith("trapline: failed: no space left in ") and "free" in lines[-1], lines
     assert not [ln for ln in lines[:-1] if not ln.startswith("[")], lines  # progress lines, then the one error
     assert not [f for f in out["after"] if not f.startswith(".incomplete")], out["after"]  # no run finished
+    assert not [f for f in out["after"] if f.endswith("/lock")], out["after"]  # its owner let go of it
+    assert [f for f in out["after"] if f.endswith("/state.json")], out["after"]  # and kept it to resume
     assert out["rc2"] == 0 and "resuming run" in out["err2"], out["err2"]
     assert "latest" in out["final"]

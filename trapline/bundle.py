@@ -114,13 +114,23 @@ class Bundle:
     """A bundle's files as read back: {path under the top folder: bytes}."""
     top: str
     files: dict[str, bytes]
+    path: Path | None = None  # the bundle file (named in messages)
 
-    def json(self, name: str) -> dict:
-        """One JSON file of the bundle; KeyError if absent, ValueError naming it if damaged."""
-        try:
-            return json.loads(self.files[name])
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ValueError(f"{name}: not valid JSON ({e})") from None
+    def json(self, name: str, kind: str = "manifest") -> dict:
+        """One JSON file of the bundle (a run folder's file of `kind`: trapline/runfiles.py),
+        checked; runfiles.Damaged naming the bundle, the file and the field if it is missing
+        or damaged."""
+        from trapline import runfiles
+        where = f"{self.path.name if self.path else self.top}: {name}"
+        fix = "the bundled run is damaged; bundle the run again from an intact copy"
+        if name not in self.files:
+            raise runfiles.Damaged(f"{where}: missing; {fix}")
+        data = runfiles.parse(self.files[name], where, fix)
+        if kind == "entry":
+            key = PurePosixPath(name).name[:-len(".json")]
+            exp_id, _, platform = key.rpartition(".")
+            return runfiles.check_entry(data, where, exp_id, platform, fix)
+        return runfiles.check(data, kind, where, fix)
 
 
 def read(path: Path) -> Bundle:
@@ -142,7 +152,7 @@ def read(path: Path) -> Bundle:
     if len(tops) != 1:
         raise BundleDamaged(f"{path}: a bundle has one top folder (the run id), this one has "
                             f"{', '.join(sorted(tops)) or 'none'}")
-    return Bundle(tops.pop(), files)
+    return Bundle(tops.pop(), files, path)
 
 
 class BundleDamaged(Exception):
@@ -281,13 +291,9 @@ def verify(bundle: str, log=print) -> int:
         return 1
     sums = cite.parse_sums(b.files[cite.SUMS].decode())
     log(f"{len(sums)} files match {cite.SUMS} (content sha256 {cite.content_hash(sums)})")
-    try:
-        manifest = b.json("manifest.json")
-        entries = {n[len("entries/"):-len(".json")]: b.json(n) for n in sorted(b.files)
-                   if n.startswith("entries/") and n.endswith(".json")}
-    except (KeyError, ValueError) as e:
-        log(f"FAILED: {e.args[0] if isinstance(e, KeyError) else e}: missing or not JSON; not a run's bundle")
-        return 1
+    manifest = b.json("manifest.json")  # (damaged: runfiles.Damaged, one line, exit 2)
+    entries = {n[len("entries/"):-len(".json")]: b.json(n, "entry") for n in sorted(b.files)
+               if n.startswith("entries/") and n.endswith(".json")}
     args = manifest.get("args", {})
     git = manifest.get("git", {})
     here = results.git_info()

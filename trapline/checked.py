@@ -92,12 +92,7 @@ def remember(kind: str, *parts, data: Any) -> None:
         if json.loads(text) != data:
             return
         p = _stamp(kind, parts)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_name(f".{p.name}.{os.getpid()}")
     except (OSError, TypeError, ValueError):
         return
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, p)
-    except OSError:
-        tmp.unlink(missing_ok=True)
+    from trapline.results import cache_write  # (only when a check passed afresh: not every command pays for it)
+    cache_write(p, text)

@@ -111,9 +111,16 @@ def parse_sums(text: str) -> dict[str, str]:
 
 
 def directory_sums(path: Path) -> dict[str, str]:
-    """{relative path: sha256} of every regular file under `path`."""
-    return {p.relative_to(path).as_posix(): results.sha256_file(p)
-            for p in sorted(path.rglob("*")) if p.is_file() and not p.is_symlink()}
+    """{relative path: sha256} of every regular file under `path`; one that cannot be read
+    is one line naming it."""
+    out = {}
+    for p in sorted(path.rglob("*")):
+        if p.is_file() and not p.is_symlink():
+            try:
+                out[p.relative_to(path).as_posix()] = results.sha256_file(p)
+            except OSError as e:
+                raise UsageError(f"{p}: cannot be read ({e.strerror}); make it readable or move it away") from None
+    return out
 
 
 def content_hash(sums: dict[str, str]) -> str:
@@ -161,8 +168,13 @@ def command_line(manifest: dict) -> str:
 
 
 def record(path: Path) -> RunRecord:
-    """The identity of the run directory at `path`."""
-    manifest = results.read_json(path / "manifest.json")
+    """The identity of the run directory at `path`, whose files are checked first (a run's
+    summary, manifest and entries, a sweep's manifest: trapline/runfiles.py), so that a
+    damaged run is one line naming the file and the field, not a citation of it."""
+    from trapline import runfiles
+    manifest, _ = runfiles.manifest(path)
+    if manifest.get("kind", "run") == "run":
+        runfiles.load(path)
     sums = directory_sums(path)
     git = manifest.get("git", {})
     when = str(manifest.get("finished") or manifest.get("started") or "")[:10]

@@ -111,6 +111,8 @@ def _semantic_checks(exp_id: str, path: Path, data: dict) -> list[str]:
     else:
         bins = kernel_binaries(exp_id, path.parent.parent)
         keys = _declared_keys(path.parent, errs)
+        if not bins and _all_binaries(str(path.parent.parent)):  # (none at all: make itself failed, said elsewhere)
+            errs.append(_builds_nothing(exp_id, path.parent / "kernel.mk"))
     variants = {v["name"] for v in data.get("variants", [])}
     from trapline import platforms  # the registry (a platform's own checks of its lanes)
     for pname, p in data["platforms"].items():
@@ -160,6 +162,21 @@ def _semantic_checks(exp_id: str, path: Path, data: dict) -> list[str]:
                     errs.append(f"{at}.{mname}.{sname}: a selector reads either a 'count' or a 'stat', not both")
                 errs += _counter_check(f"{at}.{mname}.{sname}.count", pname, s.get("count"))
     return errs
+
+
+def _builds_nothing(exp_id: str, mk: Path) -> str:
+    """Why kernels/<id>/kernel.mk builds nothing under the experiment's name, and the fix: a
+    folder copied from another experiment keeps that one's name in its kernel.mk."""
+    try:
+        named = sorted(set(re.findall(r"\$\(O\)/([A-Za-z0-9_.-]+)/", mk.read_text(errors="replace"))) - {exp_id})
+    except OSError:
+        named = []
+    if named:
+        return (f"kernels/{exp_id}/kernel.mk builds nothing under kernels/{exp_id}/: it names {', '.join(named)}, "
+                f"as a folder copied from another experiment does; write {exp_id} for {named[0]} in kernel.mk "
+                f"(its binaries are $(O)/{exp_id}/<name>, built from {exp_id}/<source>)")
+    return (f"kernels/{exp_id}/kernel.mk builds nothing under kernels/{exp_id}/; add its binaries to BINS as "
+            f"$(O)/{exp_id}/<name>, built from {exp_id}/<source>")
 
 
 def _known_differences_problems(at: str, plat, known: dict | None) -> list[str]:

@@ -107,13 +107,8 @@ def _memo_read(memo: Path | None) -> str | None:
 
 
 def _memo_write(memo: Path, out: str) -> None:
-    try:
-        memo.parent.mkdir(parents=True, exist_ok=True)
-        tmp = memo.with_name(f"{memo.name}.{os.getpid()}")
-        tmp.write_text(out)
-        tmp.replace(memo)
-    except OSError:
-        pass  # (a cache the user cannot write: build.sh answers every time)
+    from trapline.results import cache_write
+    cache_write(memo, out)  # (a cache the user cannot write: build.sh answers every time)
 
 
 def symbol(image: Image, name: str) -> int:

@@ -160,14 +160,17 @@ def _umask() -> int:
     return old
 
 
-def atomic_write(path: Path, data: str | bytes) -> None:
+def atomic_write(path: Path, data: str | bytes, parents: bool = True) -> None:
     """Write to a temp file beside `path`, fsync, rename: readers see the old or the new
-    file, never a part. The file gets the mode open(2) would give it (0666 less the umask),
-    not mkstemp's 0600."""
+    file, never a part, and a write that fails for any reason (a full disk, `path` a
+    directory, an interrupt) removes its temp file. The one way trapline writes a file
+    in place. The file gets the mode open(2) would give it (0666 less the umask), not
+    mkstemp's 0600. parents: make the missing folders above it (else the OSError)."""
     path = Path(path)
     blob = data.encode() if isinstance(data, str) else data
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if parents:
+            path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     except OSError as e:
         if e.errno in FULL:
@@ -186,6 +189,17 @@ def atomic_write(path: Path, data: str | bytes) -> None:
         if isinstance(e, OSError) and e.errno in FULL:
             raise no_space(path, len(blob)) from None
         raise
+
+
+def cache_write(path: Path, data: str | bytes) -> bool:
+    """atomic_write for a note a cache keeps (a memo, a remembered check): best effort, since
+    a cache that cannot be written changes nothing but the speed. Whether it was written;
+    either way no temporary file stays."""
+    try:
+        atomic_write(path, data)
+    except (OSError, NoSpace):
+        return False
+    return True
 
 
 def sha256_file(path: Path) -> str:
@@ -211,29 +225,49 @@ class RunDir:
     The process that owns a run holds an exclusive lock on its `lock` file for
     as long as it runs, so a run is resumed only by one process and only once
     its owner is gone; an identical command started meanwhile gets a run of its
-    own (both finish, each with its own entries)."""
+    own (both finish, each with its own entries). An owner that ends the ordinary
+    way (finished, failed, refused, interrupted) removes the lock file as it lets
+    go (`release`); only a killed one leaves it, unlocked."""
 
-    def __init__(self, path: Path, run_id: str, state: dict, resumed: bool, lock=None):
+    def __init__(self, path: Path, run_id: str, state: dict, resumed: bool, lock=None, made_lock: bool = True):
         self.path = path
         self.run_id = run_id
         self.state = state
         self.resumed = resumed
         self._lock = lock  # the open, flocked lock file: released when the process ends
+        self._made_lock = made_lock  # this process made the lock file (it was not there before)
 
-    def release(self) -> None:
-        """Give up ownership (as the process's end does): another process may resume the run."""
+    def release(self, unchanged: bool = False) -> None:
+        """Give up ownership (as the process's end does): another process may resume the run.
+        The lock file goes first, while still held (a process that opened it meanwhile finds
+        it gone: `_take`); unchanged: only if this process made it (a run refused as found)."""
         if self._lock is not None:
+            if self._made_lock or not unchanged:
+                (self.path / "lock").unlink(missing_ok=True)
             self._lock.close()
             self._lock = None
 
+    def discard(self) -> None:
+        """Remove the run (one that never got to run anything: nothing to resume)."""
+        self.release()
+        shutil.rmtree(self.path, ignore_errors=True)
+
     @staticmethod
     def _take(path: Path):
-        """The run's lock, held, or None while another process owns the run."""
+        """The run's lock, held, or None while another process owns the run (or has just let
+        it go, removing the lock file this process opened)."""
         import fcntl
-        f = open(path / "lock", "a")
+        lock = path / "lock"
+        try:
+            f = open(lock, "a")
+        except OSError:  # (not a file: nobody can own the run through it)
+            return None
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+            same = os.fstat(f.fileno()).st_ino == os.stat(lock).st_ino
+        except (BlockingIOError, FileNotFoundError):
+            same = False
+        if not same:
             f.close()
             return None
         return f
@@ -252,15 +286,16 @@ class RunDir:
                     state = json.loads(st.read_text())
                 except (OSError, json.JSONDecodeError):
                     continue
-                if state.get("args") != args:
-                    continue
+                if not isinstance(state, dict) or state.get("args") != args:
+                    continue  # (trapline/runfiles.check_states names a damaged one first, for a run)
+                made = not (st.parent / "lock").exists()
                 lock = cls._take(st.parent)
                 if lock is None:
                     continue  # its owner is still running it
                 if not st.exists():  # finished while we waited for the lock
                     lock.close()
                     continue
-                return cls(st.parent, st.parent.name, state, resumed=True, lock=lock)
+                return cls(st.parent, st.parent.name, state, resumed=True, lock=lock, made_lock=made)
         now = _utcnow()
         slug = args.get("command", "run")
         if args.get("experiment"):
@@ -296,15 +331,6 @@ class RunDir:
 
     def entry_path(self, exp_id: str, platform: str) -> Path:
         return self.path / "entries" / f"{exp_id}.{platform}.json"
-
-    def done(self, exp_id: str, platform: str) -> dict | None:
-        p = self.entry_path(exp_id, platform)
-        if p.exists():
-            try:
-                return json.loads(p.read_text())
-            except json.JSONDecodeError:
-                return None
-        return None
 
     def save_entry(self, entry: dict, raw: str) -> None:
         atomic_write(self.path / "raw" / f"{entry['id']}.{entry['platform']}.log", raw)
@@ -363,6 +389,9 @@ def find_run(run_id: str | None, root: Path | None = None) -> Path:
         if runs:
             return root / runs[-1]
         raise UsageError(f"no finished run in {root}; run ./run.sh reproduce-all first")
+    if run_id not in runs and (root / run_id).is_dir() and not (root / run_id).is_symlink() and "/" not in run_id:
+        raise UsageError(f"{root / run_id / 'summary.json'}: missing; the run is damaged (or was never finished); "
+                         f"rerun it")
     if run_id not in runs:
         raise UsageError(f"unknown run '{run_id}'; valid choices: {', '.join(runs[-10:]) or '(none yet)'}")
     return root / run_id

@@ -13,10 +13,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from trapline import __version__, analysis, build, experiment, imagebuilders, paths, platforms, report, results
+from trapline import __version__, analysis, build, experiment, imagebuilders, paths, platforms, report, results, runfiles
 from trapline import entry as entries_mod
 from trapline.context import RunContext
-from trapline.errors import ExperimentError, UsageError
+from trapline.errors import ExperimentError, RunFailed, UsageError
 from trapline.report import plots
 from trapline.yamlfile import shown
 
@@ -131,41 +131,59 @@ def execute(command: str, exp_ids: list[str] | None, platform: str | None, quick
             "commit": results.git_info()["describe"]}
     if ctx.image_builder != imagebuilders.DEFAULT:  # (a resumed run must have been started with the same images)
         args["images"] = ctx.image_builder
+    root = root or results.results_root()
+    if not fresh:  # the interrupted runs' states, read to find the one to resume: each checked
+        runfiles.check_states(root / ".incomplete")
     rd = results.RunDir.open(args, fresh=fresh, root=root, entries=len(steps))
-    if rd.resumed:
-        n = sum(1 for e, p, _ in steps if rd.done(e.id, p))
-        log(f"resuming run {rd.run_id}: {n} of {len(steps)} entries already done")
-    else:
-        log(f"run {rd.run_id}: {len(steps)} entries ({'quick' if quick else 'full'} mode)")
-    entries, platform_facts = [], {}
+    entries, platform_facts, saved, checked = [], {}, 0, False
     try:
+        # the entries a resumed run already has, checked before anything runs
+        done = runfiles.resumable(rd.path, [(e.id, p) for e, p, _ in steps]) if rd.resumed else {}
+        checked = True
+        if rd.resumed:
+            log(f"resuming run {rd.run_id}: {len(done)} of {len(steps)} entries already done")
+        else:
+            log(f"run {rd.run_id}: {len(steps)} entries ({'quick' if quick else 'full'} mode)")
         for i, (exp, pname, reason) in enumerate(steps):
-            prev = rd.done(exp.id, pname)
+            prev = done.get((exp.id, pname))
             if prev:
                 entries.append(prev)
                 continue
             log(f"[{i + 1}/{len(steps)}] {exp.id} on {pname}")
             entry, raw = run_entry(exp, pname, reason, ctx)
             rd.save_entry(entry, raw)
+            saved += 1
             entries.append(entry)
-    except KeyboardInterrupt:
-        log(f"interrupted: rerun the same command to resume run {rd.run_id}")
+        for pname in sorted({p for _, p, r in steps if r is None}):
+            platform_facts[pname] = platforms.get(pname, ctx).describe()
+        # what the report needs of each platform of the run, from the platform itself (report/sections.py)
+        platform_report = {p: platforms.find(p).report_facts(platform_facts.get(p))
+                           for p in sorted({p for _, p, _ in steps})}
+        finished = dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
+        summary = {
+            "run_id": rd.run_id, "command": command, "quick": quick, "sets": sets,
+            "started": rd.state["started"], "finished": finished,
+            "experiments": [{k: v for k, v in e.items() if k not in ("groups", "binaries") + entries_mod.REPORT_ONLY}
+                            for e in entries],
+            "counts": {s: sum(1 for e in entries if e["status"] == s) for s in analysis.STATUSES},
+        }
+        manifest = make_manifest(rd, args, exps, entries, platform_facts, finished, platform_report)
+        final = rd.finish(summary, manifest, report.render)
+    except BaseException as e:
+        # A resumed run refused as found (a damaged entry) is left as it was. Interrupted, or
+        # out of space (RunFailed): the run stays to be resumed. Refused or broken (UsageError,
+        # a bug) before its first entry: nothing to resume, so it goes. Either way its lock
+        # file goes with its owner.
+        if not checked:
+            rd.release(unchanged=True)
+        elif not rd.resumed and not saved and not isinstance(e, (KeyboardInterrupt, RunFailed)):
+            rd.discard()
+        else:
+            rd.release()
+        if isinstance(e, KeyboardInterrupt):
+            log(f"interrupted: rerun the same command to resume run {rd.run_id}")
         raise
-    for pname in sorted({p for _, p, r in steps if r is None}):
-        platform_facts[pname] = platforms.get(pname, ctx).describe()
-    # what the report needs of each platform of the run, from the platform itself (report/sections.py)
-    platform_report = {p: platforms.find(p).report_facts(platform_facts.get(p))
-                       for p in sorted({p for _, p, _ in steps})}
-    finished = dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
-    summary = {
-        "run_id": rd.run_id, "command": command, "quick": quick, "sets": sets,
-        "started": rd.state["started"], "finished": finished,
-        "experiments": [{k: v for k, v in e.items() if k not in ("groups", "binaries") + entries_mod.REPORT_ONLY}
-                        for e in entries],
-        "counts": {s: sum(1 for e in entries if e["status"] == s) for s in analysis.STATUSES},
-    }
-    manifest = make_manifest(rd, args, exps, entries, platform_facts, finished, platform_report)
-    final = rd.finish(summary, manifest, report.render)
+    rd.release()
     c = summary["counts"]
     log(f"done: {final} ({', '.join(f'{n} {s}' for s, n in c.items() if n)})")
     return Run(final, summary, entries)

@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 
 from trapline import build, images
-from trapline.results import sha256_file
+from trapline.results import cache_write, sha256_file
 from trapline.errors import UsageError
 from trapline.imagebuilders import ImageBuilder
 from trapline.proc import run_command, tail, with_parent_death
@@ -157,13 +157,7 @@ def tree_digest(tree: Path) -> str:
         h.update(rel.encode() + b"\0")
         h.update(os.readlink(path).encode() if stat.S_ISLNK(st.st_mode) else bytes.fromhex(sha256_file(path)))
     digest = h.hexdigest()
-    try:
-        memo.parent.mkdir(parents=True, exist_ok=True)
-        tmp = memo.with_name(f"{memo.name}.{os.getpid()}")
-        tmp.write_text(digest + "\n")
-        tmp.replace(memo)
-    except OSError:
-        pass
+    cache_write(memo, digest + "\n")
     return digest
 
 

@@ -11,14 +11,11 @@ report/html.py); the plots come from report/plots.py.
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
-import json
 from pathlib import Path
 
 from trapline import analysis
 from trapline.entry import Entry
-from trapline.errors import UsageError
 from trapline.report import html, markdown, plots, sections
 from trapline.report.plots import STATUS_COLOR, group_label
 from trapline.report.sections import citation, platform_lines
@@ -32,21 +29,12 @@ GROUP_FIELDS = ["id", "platform", "group", "variant", "n", "median_ns_per_op", "
 
 
 def load(run_dir: Path) -> tuple[dict, dict, str, list[Entry]]:
-    """summary.json, manifest.json (and its sha256) and the entries, in the summary's order."""
-    run_dir = Path(run_dir)
-    from trapline.results import read_json
-    summary = read_json(run_dir / "summary.json")
-    if not isinstance(summary, dict) or not isinstance(summary.get("experiments"), list):
-        raise UsageError(f"{run_dir / 'summary.json'} has no list of experiments: the run is damaged; rerun it")
-    read_json(run_dir / "manifest.json")  # one line naming it when damaged
-    raw = (run_dir / "manifest.json").read_bytes()
-    paths = [run_dir / "entries" / f"{e['id']}.{e['platform']}.json" for e in summary["experiments"]]
-    missing = [p.name for p in paths if not p.is_file()]
-    if missing:
-        raise UsageError(f"run {run_dir.name} is missing entries/{missing[0]} (named in its summary.json); "
-                         f"it cannot be redrawn")
-    entries = [Entry.from_dict(read_json(p)) for p in paths]
-    return summary, json.loads(raw), hashlib.sha256(raw).hexdigest(), entries
+    """summary.json, manifest.json (and its sha256) and the entries, in the summary's order,
+    each checked against its schema first (trapline/runfiles.py: one line naming the file
+    and the field of a damaged one)."""
+    from trapline import runfiles
+    summary, manifest, sha, entries = runfiles.load(run_dir)
+    return summary, manifest, sha, [Entry.from_dict(e) for e in entries]
 
 
 def _csv(rows: list[dict], fields: list[str]) -> str:

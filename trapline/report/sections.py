@@ -199,7 +199,7 @@ def claim_matrix(entries: list[Entry], summary: dict, info: dict[str, dict] | No
              "claim), the status and the entry's note (its criterion or reason).", small=True),
         Bullets([Cell(f"{labels[p]}: {meanings[p]}" if meanings[p] else labels[p]) for p in cols]),
         Bullets(words, fold="Each cell in words"),
-        Para("Counts: " + ", ".join(f"{n} {s}" for s, n in summary["counts"].items())),
+        Para("Counts: " + ", ".join(f"{n} {s}" for s, n in summary.get("counts", {}).items())),
     ])
 
 
@@ -260,10 +260,10 @@ def platform_lines(manifest: dict, entries: list[Entry] | None = None) -> list[s
 
 
 def citation(manifest: dict, manifest_sha256: str) -> str:
-    g = manifest["git"]
-    return (f"trapline developers. trapline {manifest['trapline']} (commit {g['commit'][:12]}"
-            f"{', dirty tree' if g['dirty'] else ''}), run {manifest['run_id']}, "
-            f"{manifest['finished'][:10]}. Reproduction of memory-system measurements; "
+    g = manifest.get("git", {})  # (fields a run always writes; the schema makes none of them required)
+    return (f"trapline developers. trapline {manifest.get('trapline', '?')} (commit {g.get('commit', '?')[:12]}"
+            f"{', dirty tree' if g.get('dirty') else ''}), run {manifest.get('run_id', '?')}, "
+            f"{manifest.get('finished', '?')[:10]}. Reproduction of memory-system measurements; "
             f"manifest.json sha256 {manifest_sha256[:16]}. See CITATION.cff.")
 
 
@@ -332,15 +332,16 @@ def sidebyside_sections(entries: list[Entry], info: dict[str, dict] | None = Non
 def build(summary: dict, manifest: dict, manifest_sha256: str, entries: list[Entry], plots: set[str]) -> Report:
     """The whole report, from the run directory's contents and the plots drawn."""
     sets = "".join(f" --set {k}={v}" for k, v in summary.get("sets", {}).items())
-    subtitle = (f"Run {summary['run_id']}: {summary['command']}{' --quick' if summary['quick'] else ''}{sets}; "
-                f"finished {summary['finished']}; commit {manifest['git']['describe']}.")
+    subtitle = (f"Run {summary.get('run_id', '?')}: {summary.get('command', '?')}"
+                f"{' --quick' if summary.get('quick') else ''}{sets}; "
+                f"finished {summary.get('finished', '?')}; commit {manifest.get('git', {}).get('describe', '?')}.")
     overview = ([Image("plots/overview.png", "overview"),
                  Para("Headline ratios with a claimed figure: claimed (grey) beside reproduced "
                       "(coloured by status), log scale.", small=True)]
                 if "plots/overview.png" in plots else [Para("No headline ratio with a claimed figure in this run.")])
     info = platform_report(manifest, entries)
     fid = fidelity_section(entries, info)
-    return Report(f"trapline report: {summary['run_id']}", subtitle,
+    return Report(f"trapline report: {summary.get('run_id', '?')}", subtitle,
                   [claim_matrix(entries, summary, info), Section("Overview", "overview", overview)]
                   + ([fid] if fid else []) + sidebyside_sections(entries, info)
                   + [experiment_section(e, plots) for e in entries]

@@ -125,48 +125,51 @@ def run(exp_id: str, point_sets: list[dict[str, str]], platform: str | None = No
     if shared_ctx.image_builder != "debian":
         args["images"] = shared_ctx.image_builder
     rd = results.RunDir.open(args, fresh=fresh, root=sroot)
-    log(f"sweep {rd.run_id}: {exp_id} on {pname}, {len(specs)} point(s) "
-        f"({len(specs) - len(todo)} in the store, {len(todo)} to compute; {'quick' if quick else 'full'} mode)")
-    computed_now: set[str] = set()
+    try:  # (however it ends, its lock file goes with it: results.RunDir.release)
+        log(f"sweep {rd.run_id}: {exp_id} on {pname}, {len(specs)} point(s) "
+            f"({len(specs) - len(todo)} in the store, {len(todo)} to compute; {'quick' if quick else 'full'} mode)")
+        computed_now: set[str] = set()
 
-    def on_result(rec: dict) -> None:
-        raw = rec.pop("raw", "")
-        if store.put(rec, raw):
-            computed_now.add(rec["hash"])
+        def on_result(rec: dict) -> None:
+            raw = rec.pop("raw", "")
+            if store.put(rec, raw):
+                computed_now.add(rec["hash"])
 
-    plat = platforms.find(pname)
-    if not plat.side_by_side and not scheduler and not workers and len(todo) > 1:
-        workers = 1  # e.g. host points measure real time: side by side they would disturb each other
-        log(f"{pname} lane: one point at a time (--workers N to change): {plat.one_at_a_time}")
-    progress = engine.ProgressLine(len(specs), cached, progress_stream)
-    try:
-        desc = engine.run(todo, scheduler, workers, on_result, progress, log)
-    except KeyboardInterrupt:
-        log(f"interrupted: rerun the same command to resume sweep {rd.run_id} "
-            f"({len(computed_now)} new point(s) stored)")
-        raise
-    # the table comes from the store alone
-    rows, entries = [], []
-    for i, (sets, h) in enumerate(zip(point_sets, hashes)):
-        rec = store.get(h)
-        if rec is None:
-            raise RunFailed(f"sweep point {grid.label(sets)} ({h[:12]}) is missing from the store {store.path}")
-        rows.append(_row(i, sets, rec, h in computed_now))
-        entries.append(rec["entry"])
-        results.atomic_json(rd.path / "points" / f"{h}.json", rec)
-    finished = dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
-    counts = {s: sum(1 for r in rows if r["status"] == s) for s in analysis.STATUSES}
-    summary = {"sweep_id": rd.run_id, "run_id": rd.run_id, "kind": "sweep", "experiment": exp_id,
-               "platform": pname, "quick": quick, "machine": machine, "keys": keys, "grid": grid_spec or {},
-               "points": len(rows), "computed": len(computed_now), "cached": len(rows) - len(computed_now),
-               "started": rd.state["started"], "finished": finished, "counts": counts,
-               "metric": rows[0]["metric"] if rows else None, "unit": rows[0]["unit"] if rows else None}
-    table = {"sweep_id": rd.run_id, "experiment": exp_id, "platform": pname, "keys": keys, "rows": rows}
-    results.atomic_json(rd.path / "table.json", table)
-    results.atomic_write(rd.path / "table.csv", table_csv(rows, keys))
-    manifest = make_manifest(rd, args, exp, pname, shared, desc, rows, finished)
-    from trapline.report import sweep as sweep_report
-    final = rd.finish(summary, manifest, sweep_report.render)
+        plat = platforms.find(pname)
+        if not plat.side_by_side and not scheduler and not workers and len(todo) > 1:
+            workers = 1  # e.g. host points measure real time: side by side they would disturb each other
+            log(f"{pname} lane: one point at a time (--workers N to change): {plat.one_at_a_time}")
+        progress = engine.ProgressLine(len(specs), cached, progress_stream)
+        try:
+            desc = engine.run(todo, scheduler, workers, on_result, progress, log)
+        except KeyboardInterrupt:
+            log(f"interrupted: rerun the same command to resume sweep {rd.run_id} "
+                f"({len(computed_now)} new point(s) stored)")
+            raise
+        # the table comes from the store alone
+        rows, entries = [], []
+        for i, (sets, h) in enumerate(zip(point_sets, hashes)):
+            rec = store.get(h)
+            if rec is None:
+                raise RunFailed(f"sweep point {grid.label(sets)} ({h[:12]}) is missing from the store {store.path}")
+            rows.append(_row(i, sets, rec, h in computed_now))
+            entries.append(rec["entry"])
+            results.atomic_json(rd.path / "points" / f"{h}.json", rec)
+        finished = dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
+        counts = {s: sum(1 for r in rows if r["status"] == s) for s in analysis.STATUSES}
+        summary = {"sweep_id": rd.run_id, "run_id": rd.run_id, "kind": "sweep", "experiment": exp_id,
+                   "platform": pname, "quick": quick, "machine": machine, "keys": keys, "grid": grid_spec or {},
+                   "points": len(rows), "computed": len(computed_now), "cached": len(rows) - len(computed_now),
+                   "started": rd.state["started"], "finished": finished, "counts": counts,
+                   "metric": rows[0]["metric"] if rows else None, "unit": rows[0]["unit"] if rows else None}
+        table = {"sweep_id": rd.run_id, "experiment": exp_id, "platform": pname, "keys": keys, "rows": rows}
+        results.atomic_json(rd.path / "table.json", table)
+        results.atomic_write(rd.path / "table.csv", table_csv(rows, keys))
+        manifest = make_manifest(rd, args, exp, pname, shared, desc, rows, finished)
+        from trapline.report import sweep as sweep_report
+        final = rd.finish(summary, manifest, sweep_report.render)
+    finally:
+        rd.release()
     c = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
     log(f"done: {final} ({len(rows)} points: {c}; {len(computed_now)} computed, "
         f"{len(rows) - len(computed_now)} from the store)")

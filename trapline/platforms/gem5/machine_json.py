@@ -24,6 +24,7 @@ from typing import Any
 from trapline import arch as arch_table, machine as machines
 from trapline.errors import UsageError, exit_status
 from trapline.machine import paths, schema
+from trapline.results import atomic_write
 
 FORMAT = 1
 KIND = "trapline-machine"
@@ -104,10 +105,10 @@ def write(machine: str, sets: list[str], output: str | None) -> None:
         sys.stdout.write(text)
         return
     out = Path(output)
-    tmp = out.with_name(out.name + ".tmp")
+    if out.is_dir():
+        raise UsageError(f"-o {output}: is a directory; name the file to write, e.g. {out / 'machine.json'}")
     try:
-        tmp.write_text(text)
-        tmp.replace(out)
+        atomic_write(out, text, parents=False)  # (a failed write leaves no temporary file)
     except OSError as e:
         raise UsageError(f"cannot write {output}: {e.strerror}") from None
     print(out)

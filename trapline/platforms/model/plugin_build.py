@@ -10,6 +10,7 @@ from trapline.errors import RunFailed
 from trapline.paths import MODEL, cache_root
 from trapline.platforms.model.plugin import PLUGIN_DIR
 from trapline.proc import run_command, tail
+from trapline.results import cache_write
 
 BUILD_SH = MODEL / "build.sh"
 TOOL = "model-plugin"  # its key among the run context's tools (ctx.tool)
@@ -36,12 +37,7 @@ def plugin_path(log=None) -> Path:
     if status != 0 or not out.strip():
         raise RunFailed(f"building the timing-model plugin failed (status {status}):\n{tail(err, 20)}")
     so = out.strip().splitlines()[-1]
-    try:
-        tmp = memo.with_name(f"{memo.name}.{os.getpid()}")
-        tmp.write_text(f"{sources.hexdigest()} {so}")
-        os.replace(tmp, memo)
-    except OSError:
-        pass
+    cache_write(memo, f"{sources.hexdigest()} {so}")
     return Path(so)
 
 
