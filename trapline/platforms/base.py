@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import re
 
 from trapline import machine as machines, kernelargs
+from trapline.kernelargs import kernel_args, kernel_keys  # noqa: F401 (every platform's, from here)
 from trapline.context import RunContext
 from trapline.errors import UsageError
 from trapline.kernelio import KernelOutput
@@ -269,24 +270,6 @@ class Platform:
 
 
 # ------------------------------------------------ shared by every platform
-
-def kernel_keys(ctx: RunContext, exp, binary: str) -> list[str]:
-    """The keys a kernel binary declares, read from its C declaration (trapline.kernelargs;
-    every binary of kernels/<id> is built from the same TL_ARGS)."""
-    return list(kernelargs.declared(exp.folder))
-
-
-def kernel_args(ctx: RunContext, exp, run: dict, sets: dict[str, str]) -> list[str]:
-    """key=value arguments for one run: the experiment's, then its quick ones
-    (and quick=1), then the user's --set values that this kernel declares."""
-    args = dict(run.get("args", {}))
-    if ctx.quick:
-        args.update(run.get("quick", {}))
-        args["quick"] = 1
-    valid = kernel_keys(ctx, exp, run["binary"])
-    args.update({k: v for k, v in sets.items() if k in valid})
-    return [f"{k}={v}" for k, v in args.items()]
-
 
 def check_kernel_sets(ctx: RunContext, exp, platform: str, sets: dict[str, str], also: str = "") -> None:
     """Reject a --set key that no kernel of this experiment's runs declares, or a value

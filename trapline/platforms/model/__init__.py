@@ -35,12 +35,12 @@ from pathlib import Path
 from trapline import arch as arch_table, build, guest, images, kernelio, machine as machines
 from trapline.errors import UsageError
 from trapline.kernelio import MODELLED_TIMER
+from trapline.machine.options import args as plugin_args
 from trapline.platforms.base import (GuestLane, Lane, Platform, PlatformRun, calibrated_on as base_calibrated_on,
                                      check_kernel_sets, guest_line, kernel_args, machine_lines, machine_provenance,
                                      rests_on)
 from trapline.platforms.model.counters import COUNTERS, region_counts
 from trapline.platforms.model.plugin_build import TOOL as PLUGIN_TOOL, plugin as built_plugin
-from trapline.platforms.model.plugin import args as plugin_args
 from trapline.proc import run_command, tail, tool_version
 
 TIMEOUT_S = 900
