@@ -27,6 +27,7 @@ import copy
 import hashlib
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +115,13 @@ class Machine:
         return [[to_int(self.cycles(f"numa.latency_ns[{i}][{j}]")) for j in range(len(row))]
                 for i, row in enumerate(rows)]
 
+    @cached_property
+    def plugin_args(self) -> tuple[str, ...]:
+        """The timing plugin's key=value options for this machine (options.args), mapped once
+        per loaded machine: its load's bounds check, every run of a lane and its manifest
+        facts read these."""
+        return tuple(options.args(self))
+
     def sources(self) -> dict[str, str]:
         """Every number's provenance, one line each, by dotted path."""
         return {q.path: _source_line(q.provenance) for q in self.quantities.fields.values()}
@@ -133,7 +141,7 @@ class Machine:
             "arch": self.arch,
             "summary": self.summary(),
             "data": copy.deepcopy(self.data),
-            "plugin_args": options.args(self),
+            "plugin_args": list(self.plugin_args),
             "sources": self.sources(),
         }
 

@@ -190,7 +190,7 @@ def check(machine: Machine) -> None:
     """Every option the machine maps to within the table's range, else one
     MachineError naming the machine field, its value and the range: the same
     bounds the plugin enforces, found before any work starts."""
-    for a in args(machine):
+    for a in machine.plugin_args:
         name, value = a.split("=", 1)
         o = BY_NAME[name]
         if o.kind in ("ENUM", "STR"):

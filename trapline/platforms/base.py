@@ -284,7 +284,7 @@ def check_kernel_sets(ctx: RunContext, exp, platform: str, sets: dict[str, str],
             hint = also
             if not also and ("." in k or "[" in k or k.split(".")[0] in machines.top_fields()):
                 from trapline import platforms  # (the registry imports this module)
-                takers = [platforms.find(n).label for n in platforms.machine_platforms()]
+                takers = [c.label for c in platforms.all().values() if c.takes_machine]
                 hint = (f" ('{k}' is a machine field: machine fields are set on the "
                         f"{' or the '.join(takers)}, {platforms.machine_options()})")
             raise UsageError(f"unknown key '{k}' for {exp.id} on {platform}; valid choices: "

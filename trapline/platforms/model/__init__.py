@@ -35,7 +35,6 @@ from pathlib import Path
 from trapline import arch as arch_table, build, guest, images, kernelio, machine as machines
 from trapline.errors import UsageError
 from trapline.kernelio import MODELLED_TIMER
-from trapline.machine.options import args as plugin_args
 from trapline.platforms.base import (GuestLane, Lane, Platform, PlatformRun, calibrated_on as base_calibrated_on,
                                      check_kernel_sets, guest_line, kernel_args, machine_lines, machine_provenance,
                                      rests_on)
@@ -60,7 +59,7 @@ def simulate(arch: str, plugin: Path, machine: machines.Machine, argv: list[str]
     lockstep=on); returns (stats, stdout, stderr, status)."""
     with tempfile.TemporaryDirectory(prefix="trapline-model-") as tmp:
         out = Path(tmp) / "stats.json"
-        opts = ",".join([str(plugin), f"arch={arch}", f"out={out}"] + plugin_args(machine) + list(extra))
+        opts = ",".join([str(plugin), f"arch={arch}", f"out={out}", *machine.plugin_args, *extra])
         a = arch_table.get(arch)
         cmd = [a.qemu_user, "-plugin", opts]
         if a.sysroot:
@@ -294,7 +293,7 @@ def guest_plugin_args(m: machines.Machine, image: images.Image) -> list[str]:
     kernel's spill and fill handlers run under the model instead, so counting
     the plugin's windows too would charge every spill twice."""
     ff_reset = "0" if os.environ.get("TRAPLINE_FF_RESET") == "0" else "1"  # 0: for comparisons (bench-rerun.sh)
-    args = plugin_args(m) + ["fast_forward=2", f"ff_reset={ff_reset}"]
+    args = [*m.plugin_args, "fast_forward=2", f"ff_reset={ff_reset}"]
     if image.arch != "sparc64":
         return args
     args = [a for a in args if a.split("=", 1)[0] not in ("nwindows", "window_trap")]
