@@ -236,6 +236,32 @@ class Platform:
     def run(self, exp) -> PlatformRun:
         raise NotImplementedError
 
+    # ------------------------------------------------ a platform that takes a machine (takes_machine)
+
+    def machine_of(self, exp) -> machines.Machine:
+        """The machine its lane of exp runs: --machine, else the lane's `machine`, with the
+        machine's --set values, loaded and checked once per run context (a bad field raises,
+        naming it); its arch must be the lane's."""
+        spec = exp.platform(self.name)
+        m = self.ctx.machine_for(spec.get("machine"), exp.id, self.name)
+        arch = type(self).lane_arch(spec)
+        if m.arch != arch:
+            raise UsageError(f"machine '{m.name}' is {m.arch}, but {exp.id} runs its {self.name} lane on {arch}")
+        return m
+
+    def use_machine(self, exp) -> machines.Machine:
+        """machine_of(exp), noted as used by this context's runs (machines_used)."""
+        m = self.machine_of(exp)
+        self.ctx.use(f"{self.name}-machines", self.ctx.machine_name or exp.platform(self.name).get("machine"))
+        return m
+
+    def machines_used(self) -> dict:
+        """The machines its runs in this context used (use_machine), for describe(): Machine.to_dict()
+        by name (+ the --set values)."""
+        ctx = self.ctx
+        return {m.name + ("+" + ",".join(m.sets) if m.sets else ""): m.to_dict()
+                for k, m in sorted(ctx.machines.items()) if k in ctx.used.get(f"{self.name}-machines", ())}
+
     # ------------------------------------------------ ./run.sh simulate (trapline/simulate.py)
 
     # How it runs a user's program, first the default: "user" (the program alone, no

@@ -165,23 +165,14 @@ class Gem5Platform(Platform):
         return out + machine_lines(cls.label, f.get("machines", {}))
 
     def describe(self) -> dict:
-        ctx = self.ctx
         try:
             g = binary.facts(binary.find())
         except (UsageError, RunFailed) as e:
             g = {"error": str(e)}
-        return {"gem5": g,
-                "machines": {m.name + ("+" + ",".join(m.sets) if m.sets else ""): m.to_dict()
-                             for k, m in sorted(ctx.machines.items()) if k in ctx.used.get("gem5-machines", ())}}
-
-    def _machine(self, exp) -> machines.Machine:
-        return self.ctx.machine_for(exp.platform(self.name).get("machine"), exp.id, self.name)
+        return {"gem5": g, "machines": self.machines_used()}
 
     def validate(self, exp) -> None:
-        m = self._machine(exp)  # raises for a bad machine field (gem5.cpu outside timing|minor|o3), naming it
-        spec = exp.platform(self.name)
-        if m.arch != spec["arch"]:
-            raise UsageError(f"machine '{m.name}' is {m.arch}, but {exp.id} runs its gem5 lane on {spec['arch']}")
+        m = self.machine_of(exp)  # raises for a bad machine field (gem5.cpu outside timing|minor|o3), naming it
         gem5_run.check_cpu(cpu_of(m), isa(m))  # (minor cannot run SPARC: gem5_run.BROKEN_CPUS)
         gem5_run.check_isa(m, binary.facts(binary.find()))
         check_kernel_sets(self.ctx, exp, self.name, self.kernel_sets,
@@ -212,8 +203,7 @@ class Gem5Platform(Platform):
     def run(self, exp) -> PlatformRun:
         ctx, log = self.ctx, self.ctx.log
         spec, arch, t0 = self._lane(exp)
-        m = self._machine(exp)
-        ctx.use("gem5-machines", ctx.machine_name or spec.get("machine"))
+        m = self.use_machine(exp)
         gem5 = binary.find()
         facts = binary.facts(gem5)
         cpu = cpu_of(m)

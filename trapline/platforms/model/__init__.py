@@ -233,27 +233,18 @@ class ModelPlatform(Platform):
                 # the guest lane: qemu-system and the guest image it booted
                 "guests": {a: guest.guest_image_facts(a, ctx.images.get(a))
                            for a in sorted(ctx.used.get("model-guest", ()))},
-                "machines": {m.name + ("+" + ",".join(m.sets) if m.sets else ""): m.to_dict()
-                             for k, m in sorted(ctx.machines.items()) if k in ctx.used.get("model-machines", ())}}
-
-    def _machine(self, exp) -> machines.Machine:
-        return self.ctx.machine_for(exp.platform(self.name).get("machine"), exp.id, self.name)
+                "machines": self.machines_used()}
 
     def validate(self, exp) -> None:
-        m = self._machine(exp)  # raises for a bad machine field, naming it
-        spec = exp.platform(self.name)
-        if m.arch != spec["arch"]:
-            raise UsageError(f"machine '{m.name}' is {m.arch}, but {exp.id} runs its model lane on {spec['arch']}")
+        self.machine_of(exp)  # raises for a bad machine field, naming it, or another arch than the lane's
         check_kernel_sets(self.ctx, exp, self.name, self.kernel_sets,
                           also=f"; or a machine field: {', '.join(sorted(machines.top_fields()))} "
                                f"(dotted, e.g. caches.l1d.line=32B)")
 
     def run(self, exp) -> PlatformRun:
-        ctx = self.ctx
-        spec, arch, t0 = self._lane(exp)
-        m = self._machine(exp)
-        built_plugin(ctx)
-        ctx.use("model-machines", self.ctx.machine_name or spec.get("machine"))
+        _, _, t0 = self._lane(exp)
+        m = self.use_machine(exp)
+        built_plugin(self.ctx)
         return self.lane(exp).run(exp, m, t0)
 
     simulates = ("user", "guest")
