@@ -1,7 +1,7 @@
 """Platforms as a protocol (issue 20, item 5): a platform is one module of
 trapline/platforms/ found by scanning, callers ask it (trapline/platforms/base.py)
 and none switches on its name, and the harness's modules import each other
-without a circle.
+without a circle and never up a layer (LAYERS, written once below).
 
 The proof that a new platform is one module: a throwaway platform module in a
 folder of its own ($TRAPLINE_PLATFORMS, scanned like trapline/platforms/) and an
@@ -321,7 +321,7 @@ def test_the_harness_has_no_import_circle():
 def test_no_import_runs_up_a_layer():
     graph = import_graph(ROOT)
     assert upward(graph) == [], "an import from a lower layer up to a higher one (LAYERS)"
-    # the machines import no platform, and no platform imports what runs it
+    # the machines import no platform
     assert not any(b.startswith("trapline.platforms") for a, bs in graph.items() if a.startswith("trapline.machine")
                    for b in bs)
     # the checks can fail: the machine package importing the model's option table of before
@@ -338,7 +338,7 @@ def test_no_import_runs_up_a_layer():
 
 def import_graph_edges_of_plugin_import() -> set[str]:
     """What import_graph makes of `from trapline.platforms.model import plugin` in a module
-    of the machine package (a tree of two files)."""
+    of the machine package (a throwaway tree of empty modules)."""
     import tempfile
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)
