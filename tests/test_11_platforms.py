@@ -1,7 +1,7 @@
 """Platforms as a protocol: a platform is one module of
 trapline/platforms/ found by scanning, callers ask it (trapline/platforms/base.py)
 and none switches on its name, and the harness's modules import each other
-without a circle.
+without a circle and never up a layer (LAYERS, written once below).
 
 The proof that a new platform is one module: a throwaway platform module in a
 folder of its own ($TRAPLINE_PLATFORMS, scanned like trapline/platforms/) and an
@@ -192,11 +192,44 @@ def test_no_module_outside_platforms_switches_on_a_platform_name():
         (1, "host"), (1, "model"), (1, "qemu")]
 
 
-# ------------------------------------------------ no import circle
+# ------------------------------------------------ trapline's modules as layers
+
+# trapline read as layers, lowest first: a module imports modules of its own layer or of
+# layers below it, never above (a name covers the module and, for a package, all in it;
+# the longest name that covers a module decides its layer).
+LAYERS = (
+    ("foundations", ("trapline", "trapline.errors", "trapline.paths", "trapline.proc", "trapline.yamlfile")),
+    ("facts", ("trapline.arch", "trapline.hostfacts", "trapline.kernelargs", "trapline.kernelio",
+               "trapline.perfstat", "trapline.simstats", "trapline.program", "trapline.results",
+               "trapline.runfiles", "trapline.checked")),
+    ("machines", ("trapline.machine",)),
+    ("builds", ("trapline.build", "trapline.images", "trapline.imagebuilders", "trapline.guest")),
+    ("run context", ("trapline.context",)),
+    ("platform protocol", ("trapline.platforms", "trapline.platforms.base")),
+    ("platforms", ("trapline.platforms.host", "trapline.platforms.qemu", "trapline.platforms.model",
+                   "trapline.platforms.gem5")),
+    ("experiments", ("trapline.experiment", "trapline.analysis", "trapline.entry")),
+    ("report", ("trapline.report",)),
+    ("runs", ("trapline.runner", "trapline.simulate", "trapline.cite")),
+    ("runs of runs", ("trapline.sweep", "trapline.sensitivity", "trapline.bundle")),
+    ("command line", ("trapline.cli", "trapline.__main__")),
+)
+
+
+def layer_of(module: str) -> int:
+    """The index in LAYERS of the layer that holds module (the longest name covering it)."""
+    best = max(((len(n), i) for i, (_, names) in enumerate(LAYERS) for n in names
+                if module == n or module.startswith(n + ".")), default=None)
+    if best is None:
+        raise AssertionError(f"{module} is in no layer: add it to LAYERS (tests/test_11_platforms.py)")
+    return best[1]
+
 
 def import_graph(root: Path) -> dict[str, set[str]]:
     """trapline's modules and the trapline modules each imports, at module level or inside a
-    function (not under `if TYPE_CHECKING`); `from pkg import sub` is an edge to pkg.sub."""
+    function (not under `if TYPE_CHECKING`); `from pkg import sub` is an edge to pkg.sub, and
+    an import of a module of another package is an edge to that package's __init__ too
+    (Python runs it first: machine -> platforms.model.plugin runs platforms.model)."""
     pkg = root / "trapline"
     mods = {}
     for f in pkg.rglob("*.py"):
@@ -207,6 +240,15 @@ def import_graph(root: Path) -> dict[str, set[str]]:
         while name and name not in mods:
             name = name.rpartition(".")[0]
         return name or None
+
+    def runs(m: str, target: str) -> set[str]:
+        """target and the packages Python imports on the way to it that m is not inside of."""
+        out, parts = {target}, target.split(".")
+        for i in range(2, len(parts)):
+            p = ".".join(parts[:i])
+            if p in mods and not (m == p or m.startswith(p + ".")):
+                out.add(p)
+        return out
 
     graph: dict[str, set[str]] = {}
     for m, f in mods.items():
@@ -223,9 +265,15 @@ def import_graph(root: Path) -> dict[str, set[str]]:
             elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
                 targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in mods else node.module
                            for a in node.names]
-            edges |= {r for t in targets if t.startswith("trapline") for r in [resolve(t)] if r and r != m}
+            edges |= {x for t in targets if t.startswith("trapline") for r in [resolve(t)] if r
+                      for x in runs(m, r) if x != m}
         graph[m] = edges
     return graph
+
+
+def upward(graph: dict[str, set[str]]) -> list[str]:
+    """The imports that run from a lower layer up to a higher one, as 'a -> b'."""
+    return sorted(f"{a} -> {b}" for a, bs in graph.items() for b in bs if layer_of(b) > layer_of(a))
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -268,6 +316,39 @@ def test_the_harness_has_no_import_circle():
     # the check can fail: the circle build -> experiment -> plugin -> build of before
     assert cycles({"a.build": {"a.experiment"}, "a.experiment": {"a.plugin"}, "a.plugin": {"a.build"}}) == [
         ["a.build", "a.experiment", "a.plugin"]]
+
+
+def test_no_import_runs_up_a_layer():
+    graph = import_graph(ROOT)
+    assert upward(graph) == [], "an import from a lower layer up to a higher one (LAYERS)"
+    # the machines import no platform
+    assert not any(b.startswith("trapline.platforms") for a, bs in graph.items() if a.startswith("trapline.machine")
+                   for b in bs)
+    # the checks can fail: the machine package importing the model's option table of before
+    # is an upward import and, through the package Python runs first, a circle
+    before = {"trapline.machine": {"trapline.platforms.model.plugin"}}
+    assert import_graph_edges_of_plugin_import() >= {"trapline.platforms.model.plugin", "trapline.platforms.model"}
+    assert upward(before) == ["trapline.machine -> trapline.platforms.model.plugin"]
+    assert cycles({"trapline.machine": {"trapline.platforms.model", "trapline.platforms.model.plugin"},
+                   "trapline.platforms.model": {"trapline.machine"}}) == [
+        ["trapline.machine", "trapline.platforms.model"]]
+    with pytest.raises(AssertionError, match="in no layer"):
+        layer_of("trapline_elsewhere")
+
+
+def import_graph_edges_of_plugin_import() -> set[str]:
+    """What import_graph makes of `from trapline.platforms.model import plugin` in a module
+    of the machine package (a throwaway tree of empty modules)."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        root = Path(d)
+        for f, text in {"trapline/__init__.py": "", "trapline/machine/__init__.py":
+                        "def f():\n    from trapline.platforms.model import plugin\n",
+                        "trapline/platforms/__init__.py": "", "trapline/platforms/model/__init__.py": "",
+                        "trapline/platforms/model/plugin.py": ""}.items():
+            (root / f).parent.mkdir(parents=True, exist_ok=True)
+            (root / f).write_text(text)
+        return import_graph(root)["trapline.machine"]
 
 
 def test_root_is_defined_once():

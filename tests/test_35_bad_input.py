@@ -65,6 +65,8 @@ CLI = [
     ("gem5-set", ["gem5", "--machine", "x86-2012-server", "--set", "bogus=1"], ["bogus"]),
     ("unknown-command", ["frobnicate"], ["frobnicate"]),
     ("timeout-negative", ["run", "loop-order", "--timeout", "-5"], ["--timeout"]),
+    ("machine-other-arch", ["run", "loop-order", "--platform", "model", "--machine", "ultrasparc-iv-plus"],
+     ["machine 'ultrasparc-iv-plus' is sparc64, but loop-order runs its model lane on x86_64"]),
 ]
 
 # kernel arguments, checked against each kernel's declared type and range before any run

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 from trapline import arch as arch_table, build
 from trapline.errors import UsageError
 from trapline.images import IMAGES, Image
+from trapline.kernelargs import kernel_args
 from trapline.proc import run_command, tail, tool_version
 from trapline.results import sha256_file
 
@@ -194,7 +195,6 @@ def guest_image_facts(arch: str, img: Image | None) -> dict:
 
 def guest_commands(ctx: RunContext, exp, spec: dict, sets: dict[str, str]) -> tuple[list[str], list[list[str]]]:
     """The guest's command lines for the experiment's runs, and how to show them."""
-    from trapline.platforms.base import kernel_args  # (platforms import this module)
     commands, shown = [], []
     for r in spec.get("runs", []):
         argv = [f"/trapline/bin/{exp.kernel}/{r['binary']}"] + kernel_args(ctx, exp, r, sets)

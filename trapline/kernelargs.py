@@ -191,3 +191,24 @@ def problems(args: Mapping[str, Any], keys: Mapping[str, KernelArg], where: str 
             if p:
                 out.append(where + p)
     return out
+
+
+# ---------------------------------------------------------------- one run's arguments
+
+def kernel_keys(ctx, exp, binary: str) -> list[str]:
+    """The keys a kernel binary of the experiment exp declares, read from its C declaration
+    (every binary of kernels/<id> is built from the same TL_ARGS)."""
+    return list(declared(exp.folder))
+
+
+def kernel_args(ctx, exp, run: dict, sets: dict[str, str]) -> list[str]:
+    """key=value arguments for one run (run: one of a lane's `runs`): the experiment's, then
+    its quick ones (and quick=1, when the run context ctx is quick), then the user's --set
+    values that this kernel declares."""
+    args = dict(run.get("args", {}))
+    if ctx.quick:
+        args.update(run.get("quick", {}))
+        args["quick"] = 1
+    valid = kernel_keys(ctx, exp, run["binary"])
+    args.update({k: v for k, v in sets.items() if k in valid})
+    return [f"{k}={v}" for k, v in args.items()]

@@ -12,11 +12,13 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, NamedTuple
 
 from trapline import __version__, analysis, build, experiment, imagebuilders, paths, platforms, report, results, runfiles
 from trapline import entry as entries_mod
 from trapline.context import RunContext
 from trapline.errors import ExperimentError, RunFailed, UsageError
+from trapline.platforms.base import Platform
 from trapline.report import plots
 from trapline.yamlfile import shown
 
@@ -32,54 +34,76 @@ class Run:
         return next(e for e in self.entries if e["id"] == exp_id and e["platform"] == platform)
 
 
-def plan(exps: dict, exp_ids: list[str], platform: str | None, strict: bool = True) -> list[tuple]:
-    """(experiment, platform name, reason if not runnable) per entry.
+class Step(NamedTuple):
+    """One entry of a run's plan: the experiment, its lane's platform (its name, and the
+    platform made for the command's run context: None only for a name no platform module
+    has, which a file that does not validate may list) and why it cannot run (None: it can)."""
+    exp: Any
+    name: str
+    platform: Platform | None
+    reason: str | None
+
+
+def plan(exps: dict, exp_ids: list[str], platform: str | None, ctx: RunContext, strict: bool = True) -> list[Step]:
+    """A Step per entry, each platform looked up once and made for the run context ctx.
     strict (run ID): a platform the experiment lacks is an error; otherwise
     (reproduce-all --platform P) such an experiment gets a not-applicable entry.
     Without --platform, every lane the experiment lists; a lane whose platform cannot
     run here (Platform.why_unavailable) gets a not-applicable entry saying why."""
+    made: dict[str, Platform | None] = {}
+
+    def step(exp, name: str, reason: str | None = None, lane: bool = True) -> Step:
+        if name not in made:
+            cls = platforms.find(name)
+            made[name] = cls(ctx) if cls else None
+        if lane:
+            reason = platforms.why_lane_unavailable(made[name], exp.platform(name))
+        return Step(exp, name, made[name], reason)
+
+    if platform:
+        platforms.check(platform)  # raises for unknown and unavailable platforms
     out = []
     for eid in exp_ids:
         exp = exps[eid]
         listed = list(exp.platforms)
-        if platform:
-            platforms.check(platform)  # raises for unknown and unavailable platforms
         if exp.error:  # a file that does not validate (reproduce-all): a failed entry per lane it names
-            out += [(exp, p, None) for p in ([platform] if platform else listed)]
+            out += [step(exp, p, lane=False) for p in ([platform] if platform else listed)]
             continue
         if platform:
             if platform not in listed and not strict:
-                out.append((exp, platform, f"this experiment has no {platform} lane; it runs on: {', '.join(listed)}"))
+                out.append(step(exp, platform, f"this experiment has no {platform} lane; it runs on: "
+                                               f"{', '.join(listed)}", lane=False))
                 continue
             if platform not in listed:
                 raise UsageError(f"experiment '{eid}' has no platform '{platform}'; valid choices: {', '.join(listed)}")
-            out.append((exp, platform, platforms.why_lane_unavailable(platform, exp.platform(platform))))
+            out.append(step(exp, platform))
             continue
-        for p in listed:
-            out.append((exp, p, platforms.why_lane_unavailable(p, exp.platform(p))))
+        out += [step(exp, p) for p in listed]
     return out
 
 
-def validate(steps: list[tuple], ctx: RunContext) -> None:
+def validate(steps: list[Step], ctx: RunContext | None = None) -> None:
     """Every user error is found here, before any experiment runs (and before
     the run directory opens): bad --set keys, and every machine, loaded and
-    checked once into the context."""
-    for exp, pname, reason in steps:
-        if reason is None and not exp.error and "not_applicable" not in exp.platform(pname):
-            platforms.get(pname, ctx).validate(exp)
+    checked once into the context (ctx: another context than the plan's, as a sweep's
+    points have; each platform then made for it)."""
+    for exp, name, plat, reason in steps:
+        if reason is None and not exp.error and "not_applicable" not in exp.platform(name):
+            (plat if ctx is None or ctx is plat.ctx else type(plat)(ctx)).validate(exp)
 
 
-def run_entry(exp, pname: str, reason: str | None, ctx: RunContext) -> tuple[dict, str]:
-    """One experiment on one platform: (its entry, the raw log). reason: why it cannot run
-    (a not-applicable entry). Shared by execute and by the sweep's points (trapline/sweep)."""
+def run_entry(step: Step, ctx: RunContext) -> tuple[dict, str]:
+    """One experiment on one platform (a Step of the plan, its platform made for ctx): its
+    entry and the raw log. A step with a reason (why it cannot run) gives a not-applicable
+    entry. Shared by execute and by the sweep's points (trapline/sweep)."""
+    exp, pname, plat, reason = step
     if reason:
         judged = analysis.judge({"not_applicable": reason}, exp.headline, None, None)
-        return entries_mod.build(exp, pname, judged, platforms.find(pname)).to_dict(), ""
+        return entries_mod.build(exp, pname, judged, type(plat) if plat else None).to_dict(), ""
     if exp.error:
         judged = analysis.judge({}, exp.headline, None, f"the experiment file does not validate: {exp.error}")
         ctx.log(f"    failed: {exp.error}")
-        return entries_mod.build(exp, pname, judged, platforms.find(pname)).to_dict(), ""
-    plat = platforms.get(pname, ctx)
+        return entries_mod.build(exp, pname, judged, type(plat) if plat else None).to_dict(), ""
     spec = exp.platform(pname)
     if "not_applicable" in spec:
         prun = None
@@ -123,8 +147,8 @@ def execute(command: str, exp_ids: list[str] | None, platform: str | None, quick
     ctx = RunContext.make(quick, sets, machine, log, timeout, images)
     log = ctx.log
     exps, exp_ids = load(exp_ids, tolerate_broken=command != "run")
-    steps = plan(exps, exp_ids, platform, strict=(command == "run"))
-    validate(steps, ctx)
+    steps = plan(exps, exp_ids, platform, ctx, strict=(command == "run"))
+    validate(steps)
     plots.preload()  # the report's matplotlib, while the entries run (docs/performance.md)
     args = {"command": command, "experiment": exp_ids[0] if command == "run" else None,
             "experiments": exp_ids, "platform": platform, "quick": quick, "sets": sets, "machine": machine, "timeout": timeout,
@@ -138,27 +162,28 @@ def execute(command: str, exp_ids: list[str] | None, platform: str | None, quick
     entries, platform_facts, saved, checked = [], {}, 0, False
     try:
         # the entries a resumed run already has, checked before anything runs
-        done = runfiles.resumable(rd.path, [(e.id, p) for e, p, _ in steps]) if rd.resumed else {}
+        done = runfiles.resumable(rd.path, [(st.exp.id, st.name) for st in steps]) if rd.resumed else {}
         checked = True
         if rd.resumed:
             log(f"resuming run {rd.run_id}: {len(done)} of {len(steps)} entries already done")
         else:
             log(f"run {rd.run_id}: {len(steps)} entries ({'quick' if quick else 'full'} mode)")
-        for i, (exp, pname, reason) in enumerate(steps):
-            prev = done.get((exp.id, pname))
+        for i, step in enumerate(steps):
+            prev = done.get((step.exp.id, step.name))
             if prev:
                 entries.append(prev)
                 continue
-            log(f"[{i + 1}/{len(steps)}] {exp.id} on {pname}")
-            entry, raw = run_entry(exp, pname, reason, ctx)
+            log(f"[{i + 1}/{len(steps)}] {step.exp.id} on {step.name}")
+            entry, raw = run_entry(step, ctx)
             rd.save_entry(entry, raw)
             saved += 1
             entries.append(entry)
-        for pname in sorted({p for _, p, r in steps if r is None}):
-            platform_facts[pname] = platforms.get(pname, ctx).describe()
+        ran = {st.name: st.platform for st in steps if st.reason is None and st.platform}
+        for pname in sorted(ran):
+            platform_facts[pname] = ran[pname].describe()
         # what the report needs of each platform of the run, from the platform itself (report/sections.py)
-        platform_report = {p: platforms.find(p).report_facts(platform_facts.get(p))
-                           for p in sorted({p for _, p, _ in steps})}
+        every = {st.name: st.platform for st in steps if st.platform}
+        platform_report = {p: every[p].report_facts(platform_facts.get(p)) for p in sorted(every)}
         finished = dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
         summary = {
             "run_id": rd.run_id, "command": command, "quick": quick, "sets": sets,

@@ -49,21 +49,21 @@ def parse_factors(text: str) -> list[float]:
     return fs
 
 
-def machine_lane(exp, platform: str | None = None) -> str | None:
-    """The experiment's first lane that runs on a platform that takes a machine (in column
-    order: the timing model), or its lane on `platform` (--platform)."""
-    takers = [platform] if platform else platforms.machine_platforms()
+def machine_lane(exp, takers: list[str]) -> str | None:
+    """The experiment's first lane that runs on one of the platforms `takers` (those that
+    take a machine, in column order: the timing model; or --platform's)."""
     return next((p for p in takers if p in exp.platforms and "not_applicable" not in exp.platform(p)), None)
 
 
 def plan(exp_id: str, machine: str | None, params: list[str], factors: list[float], platform: str | None = None):
     """(experiment, its lane's platform, machine, [(param, factor, value)]) with every scaled machine checked."""
-    if platform is not None and platform not in platforms.machine_platforms():
+    takers = platforms.machine_platforms()
+    if platform is not None and platform not in takers:
         platforms.check(platform)  # an unknown or unavailable platform: its own one line
         raise UsageError(f"--platform {platform}: sensitivity scales a machine's parameters; valid choices: "
-                         f"{', '.join(platforms.machine_platforms())}")
+                         f"{', '.join(takers)}")
     exp = experiment.get(exp_id)  # (another experiment's broken file does not stop this one)
-    lane = machine_lane(exp, platform)
+    lane = machine_lane(exp, [platform] if platform else takers)
     if lane is None and platform is not None:
         raise UsageError(f"experiment '{exp_id}' has no lane on {platform} to scale; its lanes: "
                          f"{', '.join(p for p in exp.platforms if 'not_applicable' not in exp.platform(p))}")
@@ -71,8 +71,8 @@ def plan(exp_id: str, machine: str | None, params: list[str], factors: list[floa
         platforms.check(platform)
     if lane is None:
         exps = experiment.load_all(broken={})
-        with_lane = sorted(e for e, x in exps.items() if machine_lane(x))
-        raise UsageError(f"experiment '{exp_id}' has no {' or '.join(platforms.machine_platforms())} platform; "
+        with_lane = sorted(e for e, x in exps.items() if machine_lane(x, takers))
+        raise UsageError(f"experiment '{exp_id}' has no {' or '.join(takers)} platform; "
                          f"experiments with one: {', '.join(with_lane)}")
     m = machines.load(machine or exp.platform(lane)["machine"])
     sources = m.sources()
@@ -116,7 +116,7 @@ def sweep(exp_id: str, machine: str | None = None, params: list[str] | None = No
         rows.append({"param": p, "factor": f, "value": v, "baseline_value": str(m.raw(p)),
                      "source": m.sources()[p], **h, "change": change})
     return {"experiment": exp_id, "machine": m.name, "quick": quick, "baseline": base, "rows": rows,
-            "platform_label": platforms.find(lane).label}
+            "platform_label": res.entries[0]["platform_label"]}
 
 
 def table(result: dict) -> str:

@@ -38,8 +38,10 @@ def _platforms(args) -> list[str]:
 
 
 def prepare(args) -> tuple:
-    """Everything checked, nothing run: (machine, program, argv, [(platform class, mode)])."""
+    """Everything checked, nothing run: (machine, program, argv, [(platform, mode)]), each
+    platform looked up once and made for one run context."""
     from trapline import platforms
+    from trapline.context import RunContext
     if args.arch:
         arch_table.get(args.arch)
     sets = [f"{k}={v}" for k, v in args.sets.items()]
@@ -47,6 +49,7 @@ def prepare(args) -> tuple:
     if args.arch and m.arch != args.arch:
         raise UsageError(f"machine '{m.name}' describes a {m.arch} machine, not {args.arch}")
     chosen = []
+    ctx = RunContext.make()
     for name in _platforms(args):
         cls = platforms.check(name)
         mode = GUEST if args.guest else (cls.simulates[0] if cls.simulates else GUEST)
@@ -57,7 +60,7 @@ def prepare(args) -> tuple:
         if sets and not cls.takes_machine:
             raise UsageError(f"simulate --set: platform '{name}' does not model a machine, so machine fields do not "
                              f"apply to it; they apply to {platforms.machine_options()}")
-        chosen.append((cls, mode))
+        chosen.append((cls(ctx), mode))
     prog = list(args.program[1:] if args.program[:1] == ["--"] else args.program)
     if not prog:
         raise UsageError("simulate needs a program after --: simulate --machine M -- PROGRAM [ARGS]")
@@ -70,17 +73,14 @@ def prepare(args) -> tuple:
 
 
 def main(args) -> int:
-    from trapline import platforms
-    from trapline.context import RunContext
     fmt = args.format or ("table" if sys.stdout.isatty() else "json")
     m, p, argv, chosen = prepare(args)
-    ctx = RunContext.make()
     runs, failed = [], False
-    for cls, mode in chosen:
-        r = platforms.get(cls.name, ctx).simulate(m, p, argv, mode, args.timeout or DEFAULT_TIMEOUT_S)
+    for plat, mode in chosen:
+        r = plat.simulate(m, p, argv, mode, args.timeout or DEFAULT_TIMEOUT_S)
         sys.stderr.write(r.stdout + r.stderr)
         if r.error:
-            print(f"trapline: failed: {cls.name}: {r.error}", file=sys.stderr)
+            print(f"trapline: failed: {plat.name}: {r.error}", file=sys.stderr)
         failed |= bool(r.error) or r.stats["exit_status"] != 0
         r.stats["program_counts"] = simstats.program_counts(r.stdout)
         runs.append(r.stats)

@@ -3,9 +3,9 @@ it, and read its numbers in base units.
 
 One YAML file per modelled machine (clock, caches, TLBs, memory and NUMA,
 unaligned accesses, locked RMW, software prefetch, traps, SPARC register
-windows), read by the QEMU timing model (through trapline/platforms/model/plugin.py's option table) and by gem5
-(trapline/gem5.py writes the typed machine as JSON). The package, one concept a
-module:
+windows), read by the QEMU timing model (through the plugin's option table) and by gem5
+(trapline/platforms/gem5/machine_json.py writes the typed machine as JSON). The package,
+one concept a module:
 
   units.py       sizes, frequencies, times; parse once into bytes / Hz / cycles (Quantity)
   paths.py       the one dotted-path walker ("numa.latency_ns[0][1]")
@@ -14,6 +14,7 @@ module:
   provenance.py  source / calibrated / assumed / derived; derived expressions; claim ids
   checks.py      the sentence checks, by component, and validate()
   sets.py        --set overrides, applied once
+  options.py     the timing plugin's option table: a machine as its options, and their ranges
 
 A field's kind is written once, as "x-unit" in the schema: adding a number
 to the machines is adding it to the schema (and the YAMLs); the typed machine
@@ -26,11 +27,12 @@ import copy
 import hashlib
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from trapline import checked
-from trapline.machine import paths, schema
+from trapline.machine import options, paths, schema
 from trapline.machine.checks import validate
 from trapline.machine.paths import PROVENANCE_KEYS
 from trapline.machine.provenance import (CLAIMS_PATH, claim_ids, derived_fields, evaluate_derived,
@@ -113,6 +115,13 @@ class Machine:
         return [[to_int(self.cycles(f"numa.latency_ns[{i}][{j}]")) for j in range(len(row))]
                 for i, row in enumerate(rows)]
 
+    @cached_property
+    def plugin_args(self) -> tuple[str, ...]:
+        """The timing plugin's key=value options for this machine (options.args), mapped once
+        per loaded machine: its load's bounds check, every run of a lane and its manifest
+        facts read these."""
+        return tuple(options.args(self))
+
     def sources(self) -> dict[str, str]:
         """Every number's provenance, one line each, by dotted path."""
         return {q.path: _source_line(q.provenance) for q in self.quantities.fields.values()}
@@ -132,7 +141,7 @@ class Machine:
             "arch": self.arch,
             "summary": self.summary(),
             "data": copy.deepcopy(self.data),
-            "plugin_args": _plugin().args(self),
+            "plugin_args": list(self.plugin_args),
             "sources": self.sources(),
         }
 
@@ -174,11 +183,6 @@ class Machine:
 
 # ---------------------------------------------------------------- loading
 
-def _plugin():
-    from trapline.platforms.model import plugin  # the option table maps a machine; it imports this package
-    return plugin
-
-
 def names(directory: Path = MACHINES_DIR) -> list[str]:
     return sorted(p.stem for p in Path(directory).glob("*.yaml"))
 
@@ -203,7 +207,7 @@ def load_file(path: Path | str, sets: list[str] | tuple[str, ...] = ()) -> Machi
         q = build(data) if known else validate(data, f"{rel} with --set {' '.join(sets)}", stem=path.stem)
     m = Machine(name=data["name"], path=path, data=data, sets=tuple(sets), quantities=q)
     try:
-        _plugin().check(m)  # the model's own bounds (options.def), before any work
+        options.check(m)  # the timing plugin's own bounds (options.def), before any work
     except MachineError as e:
         raise MachineError(f"{rel}{' with --set ' + ' '.join(sets) if sets else ''}: {e}") from None
     if not known and key:

@@ -79,13 +79,13 @@ def why_unavailable(name: str) -> str | None:
     return _load(name).why_unavailable()
 
 
-def why_lane_unavailable(name: str, spec: dict) -> str | None:
-    """Why the platform called name cannot run here, or this lane of it (spec: its part of an
+def why_lane_unavailable(platform: Platform | type[Platform], spec: dict) -> str | None:
+    """Why the platform cannot run here, or this lane of it (spec: its part of an
     experiment file) cannot (Platform.why_lane_unavailable); None when it can."""
-    why = why_unavailable(name)
+    why = why_unavailable(platform.name)
     if why:
-        return f"the {name} platform is not available here: {why}"
-    return _load(name).why_lane_unavailable(spec) if "not_applicable" not in spec else None
+        return f"the {platform.name} platform is not available here: {why}"
+    return platform.why_lane_unavailable(spec) if "not_applicable" not in spec else None
 
 
 def available() -> list[str]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import re
 
 from trapline import machine as machines, kernelargs
+from trapline.kernelargs import kernel_args, kernel_keys  # noqa: F401 (every platform's, from here)
 from trapline.context import RunContext
 from trapline.errors import UsageError
 from trapline.kernelio import KernelOutput
@@ -235,6 +236,32 @@ class Platform:
     def run(self, exp) -> PlatformRun:
         raise NotImplementedError
 
+    # ------------------------------------------------ a platform that takes a machine (takes_machine)
+
+    def machine_of(self, exp) -> machines.Machine:
+        """The machine its lane of exp runs: --machine, else the lane's `machine`, with the
+        machine's --set values, loaded and checked once per run context (a bad field raises,
+        naming it); its arch must be the lane's."""
+        spec = exp.platform(self.name)
+        m = self.ctx.machine_for(spec.get("machine"), exp.id, self.name)
+        arch = type(self).lane_arch(spec)
+        if m.arch != arch:
+            raise UsageError(f"machine '{m.name}' is {m.arch}, but {exp.id} runs its {self.name} lane on {arch}")
+        return m
+
+    def use_machine(self, exp) -> machines.Machine:
+        """machine_of(exp), noted as used by this context's runs (machines_used)."""
+        m = self.machine_of(exp)
+        self.ctx.use(f"{self.name}-machines", self.ctx.machine_name or exp.platform(self.name).get("machine"))
+        return m
+
+    def machines_used(self) -> dict:
+        """The machines its runs in this context used (use_machine), for describe(): Machine.to_dict()
+        by name (+ the --set values)."""
+        ctx = self.ctx
+        return {m.name + ("+" + ",".join(m.sets) if m.sets else ""): m.to_dict()
+                for k, m in sorted(ctx.machines.items()) if k in ctx.used.get(f"{self.name}-machines", ())}
+
     # ------------------------------------------------ ./run.sh simulate (trapline/simulate.py)
 
     # How it runs a user's program, first the default: "user" (the program alone, no
@@ -270,24 +297,6 @@ class Platform:
 
 # ------------------------------------------------ shared by every platform
 
-def kernel_keys(ctx: RunContext, exp, binary: str) -> list[str]:
-    """The keys a kernel binary declares, read from its C declaration (trapline.kernelargs;
-    every binary of kernels/<id> is built from the same TL_ARGS)."""
-    return list(kernelargs.declared(exp.folder))
-
-
-def kernel_args(ctx: RunContext, exp, run: dict, sets: dict[str, str]) -> list[str]:
-    """key=value arguments for one run: the experiment's, then its quick ones
-    (and quick=1), then the user's --set values that this kernel declares."""
-    args = dict(run.get("args", {}))
-    if ctx.quick:
-        args.update(run.get("quick", {}))
-        args["quick"] = 1
-    valid = kernel_keys(ctx, exp, run["binary"])
-    args.update({k: v for k, v in sets.items() if k in valid})
-    return [f"{k}={v}" for k, v in args.items()]
-
-
 def check_kernel_sets(ctx: RunContext, exp, platform: str, sets: dict[str, str], also: str = "") -> None:
     """Reject a --set key that no kernel of this experiment's runs declares, or a value
     outside the key's declared type and range (the run's own args are checked at load)."""
@@ -301,7 +310,7 @@ def check_kernel_sets(ctx: RunContext, exp, platform: str, sets: dict[str, str],
             hint = also
             if not also and ("." in k or "[" in k or k.split(".")[0] in machines.top_fields()):
                 from trapline import platforms  # (the registry imports this module)
-                takers = [platforms.find(n).label for n in platforms.machine_platforms()]
+                takers = [c.label for c in platforms.all().values() if c.takes_machine]
                 hint = (f" ('{k}' is a machine field: machine fields are set on the "
                         f"{' or the '.join(takers)}, {platforms.machine_options()})")
             raise UsageError(f"unknown key '{k}' for {exp.id} on {platform}; valid choices: "

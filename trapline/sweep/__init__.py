@@ -28,7 +28,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from trapline import __version__, analysis, build, paths, platforms, results
+from trapline import __version__, analysis, build, paths, results
 from trapline.context import Progress
 from trapline.errors import RunFailed
 from trapline.sweep import engine, grid, points as points_mod
@@ -95,15 +95,16 @@ def run(exp_id: str, point_sets: list[dict[str, str]], platform: str | None = No
     checked = grid.check(exp_id, platform, point_sets, quick, machine, timeout, quiet)
     if scheduler:
         engine.probe(scheduler)
-    exp, pname = checked.exp, checked.platform
+    exp, plat = checked.exp, checked.platform
+    pname = plat.name
     keys = list(grid_spec) if grid_spec else list(dict.fromkeys(k for p in point_sets for k in p))
     # what every point shares (kernels, plugin, guest image: built here once if missing)
     from trapline.context import RunContext
     shared_ctx = RunContext.make(quick, {}, machine, log, timeout, images)
-    shared = points_mod.shared_keys(exp, pname, shared_ctx)
+    shared = points_mod.shared_keys(exp, type(plat)(shared_ctx))
     specs, hashes = [], []
     for sets, ctx in zip(point_sets, checked.contexts):
-        material = points_mod.key_material(exp, pname, ctx, shared)
+        material = points_mod.key_material(exp, plat, ctx, shared)
         h = points_mod.point_hash(material)
         hashes.append(h)
         specs.append({"hash": h, "experiment": exp_id, "experiment_sha256": material["experiment_sha256"],
@@ -135,7 +136,6 @@ def run(exp_id: str, point_sets: list[dict[str, str]], platform: str | None = No
             if store.put(rec, raw):
                 computed_now.add(rec["hash"])
 
-        plat = platforms.find(pname)
         if not plat.side_by_side and not scheduler and not workers and len(todo) > 1:
             workers = 1  # e.g. host points measure real time: side by side they would disturb each other
             log(f"{pname} lane: one point at a time (--workers N to change): {plat.one_at_a_time}")

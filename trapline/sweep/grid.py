@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from trapline import experiment, platforms, runner
 from trapline.context import RunContext
 from trapline.errors import UsageError
+from trapline.platforms.base import Platform
 
 
 def parse(pairs: list[str] | None) -> dict[str, list[str]]:
@@ -49,10 +50,11 @@ def label(sets: dict[str, str]) -> str:
 
 @dataclass
 class Checked:
-    """A sweep whose every point passed the checks: the experiment, its lane, and per point
-    the run context it validated in (with its machine loaded once)."""
+    """A sweep whose every point passed the checks: the experiment, its lane's platform (made
+    for the checks' own run context), and per point the run context it validated in (with
+    its machine loaded once)."""
     exp: object
-    platform: str
+    platform: Platform
     points: list[dict[str, str]]
     contexts: list[RunContext] = field(default_factory=list)
 
@@ -85,14 +87,14 @@ def check(exp_id: str, platform: str | None, points: list[dict[str, str]], quick
     platform = platform or default_platform(exp)
     if machine and not platforms.check(platform).takes_machine:
         raise UsageError(f"--machine is for {platforms.machine_options()}")
-    steps = runner.plan(exps, [exp_id], platform, strict=True)
-    if steps[0][2]:
-        raise UsageError(f"{exp_id} cannot run on {platform}: {steps[0][2]}")
 
     def ctx_for(sets: dict[str, str]) -> RunContext:
         return RunContext.make(quick, sets, machine, quiet, timeout)
 
-    runner.validate(steps, ctx_for({}))
+    steps = runner.plan(exps, [exp_id], platform, ctx_for({}), strict=True)
+    if steps[0].reason:
+        raise UsageError(f"{exp_id} cannot run on {platform}: {steps[0].reason}")
+    runner.validate(steps)
     keys: dict[str, list[str]] = {}
     for p in points:
         for k, v in p.items():
@@ -119,4 +121,4 @@ def check(exp_id: str, platform: str | None, points: list[dict[str, str]], quick
         else:
             ctx.machines = by_machine[ctx.machine_sets].machines
         contexts.append(ctx)
-    return Checked(exp, platform, points, contexts)
+    return Checked(exp, steps[0].platform, points, contexts)

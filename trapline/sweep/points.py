@@ -23,8 +23,9 @@ import time
 from functools import lru_cache
 from pathlib import Path
 
-from trapline import build, experiment, paths, platforms, results, runner
+from trapline import build, experiment, paths, results, runner
 from trapline.context import RunContext
+from trapline.platforms.base import Platform
 
 # what decides a point's result besides its inputs: trapline's own sources
 TREE_PARTS = tuple(p.relative_to(paths.ROOT).as_posix() for p in (
@@ -61,16 +62,13 @@ def _tree_hash_once() -> str:
     return tree_hash()
 
 
-def lane_arch(exp, pname: str) -> str:
-    return platforms.find(pname).lane_arch(exp.platform(pname))
-
-
-def shared_keys(exp, pname: str, ctx: RunContext) -> dict:
+def shared_keys(exp, plat: Platform) -> dict:
     """The keys every point of a sweep shares, made (built, when missing) once by the
-    sweep's own process: the tree, the kernel build, and what the lane adds (Lane.sweep_keys:
-    the model's plugin, a guest image, QEMU's version). A platform module outside the
-    tree ($TRAPLINE_PLATFORMS) adds its own source's sha256."""
-    lane = platforms.get(pname, ctx).lane(exp)
+    sweep's own process in the platform's run context: the tree, the kernel build, and what
+    the lane adds (Lane.sweep_keys: the model's plugin, a guest image, QEMU's version). A
+    platform module outside the tree ($TRAPLINE_PLATFORMS) adds its own source's sha256."""
+    ctx = plat.ctx
+    lane = plat.lane(exp)
     a = lane.arch
     keys = {"tree_sha256": _tree_hash_once(), "kernels": {a: build.input_hash(a)}}
     ctx.kernels(a)  # built once here, so the workers (same cache) find it
@@ -81,10 +79,12 @@ def shared_keys(exp, pname: str, ctx: RunContext) -> dict:
     return keys
 
 
-def key_material(exp, pname: str, ctx: RunContext, shared: dict) -> dict:
-    """Everything that decides one point's result (its hash is the point's name)."""
+def key_material(exp, plat: Platform, ctx: RunContext, shared: dict) -> dict:
+    """Everything that decides one point's result (its hash is the point's name) on the
+    platform, in the point's run context ctx."""
+    pname = plat.name
     m = None
-    if platforms.find(pname).takes_machine:
+    if plat.takes_machine:
         machine = ctx.machine_for(exp.platform(pname).get("machine"), exp.id, pname).to_dict()
         m = {k: machine[k] for k in ("name", "file_sha256", "sets", "data", "plugin_args")}
     return {"format": FORMAT, "experiment": exp.id, "experiment_sha256": results.sha256_file(exp.path),
@@ -171,19 +171,19 @@ def run_point(spec: dict) -> dict:
     if results.sha256_file(exp.path) != spec["experiment_sha256"]:
         return {"hash": spec["hash"], "worker": worker,
                 "error": f"worker {worker}: its {exp.path} is not the sweep's (sha256 differs)"}
-    steps = runner.plan({exp.id: exp}, [exp.id], spec["platform"], strict=True)
-    arch = lane_arch(exp, spec["platform"])
+    steps = runner.plan({exp.id: exp}, [exp.id], spec["platform"], ctx, strict=True)
+    plat = steps[0].platform
+    arch = plat.lane(exp).arch
     # what this worker built or found for this tree: the kernels and the platforms' tools,
     # such as the model's plugin (the tree hash, checked above, covers their sources)
     made = _made.setdefault(mine, {}) if "TRAPLINE_KERNELS" not in os.environ else {}
     if arch in made:
         ctx.builds[arch] = made[arch]
     ctx.tools.update(made.get("tools", {}))
-    runner.validate(steps, ctx)
-    exp, pname, reason = steps[0]
-    entry, raw = runner.run_entry(exp, pname, reason, ctx)
+    runner.validate(steps)
+    entry, raw = runner.run_entry(steps[0], ctx)
     made.update(ctx.builds)
     made.setdefault("tools", {}).update(ctx.tools)
     return {"hash": spec["hash"], "sets": spec["sets"], "entry": entry, "raw": raw, "worker": worker,
             "host": socket.gethostname(), "pid": os.getpid(), "seconds": round(time.monotonic() - t0, 3),
-            "platform_facts": platforms.get(pname, ctx).describe(), "log": lines}
+            "platform_facts": plat.describe(), "log": lines}

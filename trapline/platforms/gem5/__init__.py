@@ -34,7 +34,7 @@ from functools import lru_cache
 from trapline import build, kernelio, machine as machines
 from trapline.errors import RunFailed, UsageError
 from trapline.platforms.gem5 import binary, run as gem5_run, stats
-from trapline.platforms.gem5.machine_json import export
+from trapline.platforms.gem5.machine_json import export, isa
 from trapline.paths import ROOT
 from trapline.platforms.base import (CommandOption, Lane, Platform, PlatformRun, check_kernel_sets, kernel_args,
                                      machine_lines, machine_provenance)
@@ -58,12 +58,12 @@ def _params_module():
     return mod
 
 
-def unused_fields(m: machines.Machine, g: dict | None = None) -> frozenset[str]:
+def unused_fields(m: machines.Machine, g: dict | None = None, exported: dict | None = None) -> frozenset[str]:
     """The machine fields gem5 (facts `g`, default the one found) does not read: params.py
     notes them instead of mapping them (the model-only costs such as traps.cost, or on a
     stock gem5 atomics.split_lock_cost), so a parameter fitted to a claim that gem5
-    ignores does not make gem5's figure 'fitted'."""
-    p = _params_module().from_machine(export(m), changes=_changes(g))
+    ignores does not make gem5's figure 'fitted'. exported: export(m), when made already."""
+    p = _params_module().from_machine(exported or export(m), changes=_changes(g))
     return frozenset(n.field for n in p.notes if n.field not in p.mapped)
 
 
@@ -165,24 +165,15 @@ class Gem5Platform(Platform):
         return out + machine_lines(cls.label, f.get("machines", {}))
 
     def describe(self) -> dict:
-        ctx = self.ctx
         try:
             g = binary.facts(binary.find())
         except (UsageError, RunFailed) as e:
             g = {"error": str(e)}
-        return {"gem5": g,
-                "machines": {m.name + ("+" + ",".join(m.sets) if m.sets else ""): m.to_dict()
-                             for k, m in sorted(ctx.machines.items()) if k in ctx.used.get("gem5-machines", ())}}
-
-    def _machine(self, exp) -> machines.Machine:
-        return self.ctx.machine_for(exp.platform(self.name).get("machine"), exp.id, self.name)
+        return {"gem5": g, "machines": self.machines_used()}
 
     def validate(self, exp) -> None:
-        m = self._machine(exp)  # raises for a bad machine field (gem5.cpu outside timing|minor|o3), naming it
-        spec = exp.platform(self.name)
-        if m.arch != spec["arch"]:
-            raise UsageError(f"machine '{m.name}' is {m.arch}, but {exp.id} runs its gem5 lane on {spec['arch']}")
-        gem5_run.check_cpu(cpu_of(m), export(m)["isa"])  # (minor cannot run SPARC: gem5_run.BROKEN_CPUS)
+        m = self.machine_of(exp)  # raises for a bad machine field (gem5.cpu outside timing|minor|o3), naming it
+        gem5_run.check_cpu(cpu_of(m), isa(m))  # (minor cannot run SPARC: gem5_run.BROKEN_CPUS)
         gem5_run.check_isa(m, binary.facts(binary.find()))
         check_kernel_sets(self.ctx, exp, self.name, self.kernel_sets,
                           also=f"; or a machine field: {', '.join(sorted(machines.top_fields()))} "
@@ -198,7 +189,7 @@ class Gem5Platform(Platform):
         if why:
             return why
         try:
-            gem5_run.check_cpu(cpu_of(machine), export(machine)["isa"])
+            gem5_run.check_cpu(cpu_of(machine), isa(machine))
             gem5_run.check_isa(machine, binary.facts(binary.find()))
         except UsageError as e:
             return str(e)
@@ -212,11 +203,11 @@ class Gem5Platform(Platform):
     def run(self, exp) -> PlatformRun:
         ctx, log = self.ctx, self.ctx.log
         spec, arch, t0 = self._lane(exp)
-        m = self._machine(exp)
-        ctx.use("gem5-machines", ctx.machine_name or spec.get("machine"))
+        m = self.use_machine(exp)
         gem5 = binary.find()
         facts = binary.facts(gem5)
         cpu = cpu_of(m)
+        exported = export(m)  # the machine as gem5's JSON, once for every run of the lane
         flavour = kernel_flavour(arch, facts)
         bindir = ctx.tool(f"kernels-{flavour}-{arch}", lambda: build.build(arch, log=log, flavour=flavour)) / exp.kernel
         output = kernelio.KernelOutput()
@@ -231,7 +222,7 @@ class Gem5Platform(Platform):
             cores = gem5_run.cores_for(dict(a.split("=", 1) for a in args))
             log(f"{exp.id} [{i + 1}/{len(spec['runs'])}] {what} ({cores} core(s))")
             g = gem5_run.simulate(m, argv, cpu=cpu, cores=cores, gem5=gem5, cwd=bindir,
-                                  timeout=ctx.timeout_for(r.get("timeout_s", TIMEOUT_S)))
+                                  timeout=ctx.timeout_for(r.get("timeout_s", TIMEOUT_S)), exported=exported)
             raw.append(f"$ {' '.join(g.cmd)}\n{g.stdout}{g.stderr}")
             per_run.append({"run": what, "cpu": cpu, "cores": cores, "config_sha256": g.config_sha256,
                             "ticks": g.ticks, "regions": len(g.regions), "wall_seconds": round(g.seconds, 2),
@@ -247,15 +238,16 @@ class Gem5Platform(Platform):
             if err:
                 run = PlatformRun(output, "\n".join(raw), shown, error=f"{what}: {err}" if not err.startswith(what)
                                   else err, seconds=time.monotonic() - t0)
-                run.facts = self._facts(exp, m, cpu, facts, per_run, flavour)
+                run.facts = self._facts(exp, m, cpu, facts, per_run, flavour, exported)
                 return run
         hashes = {f"{exp.kernel}/{k}": v for k, v in build.binary_hashes(bindir).items()}
         run = PlatformRun(output, "\n".join(raw), shown, binaries=hashes, seconds=time.monotonic() - t0)
-        run.facts = self._facts(exp, m, cpu, facts, per_run, flavour)
+        run.facts = self._facts(exp, m, cpu, facts, per_run, flavour, exported)
         return run
 
-    def _facts(self, exp, m: machines.Machine, cpu: str, g: dict, per_run: list[dict], flavour: str) -> dict:
-        return {**machine_provenance(exp, m, unused_fields(m, g)), "cpu": cpu, "deterministic": True,
+    def _facts(self, exp, m: machines.Machine, cpu: str, g: dict, per_run: list[dict], flavour: str,
+               exported: dict) -> dict:
+        return {**machine_provenance(exp, m, unused_fields(m, g, exported)), "cpu": cpu, "deterministic": True,
                 "gem5_version": g.get("version"), "gem5_sha256": g.get("sha256"), "gem5_build": g.get("build"),
                 "gem5_changes": g.get("changes", []), "gem5_changes_sha256": g.get("changes_sha256"),
                 "kernel_flavour": flavour, "runs": per_run,

@@ -28,7 +28,7 @@ from trapline.results import atomic_write
 
 FORMAT = 1
 KIND = "trapline-machine"
-# gem5.isas.ISA member names (src/python/gem5/isas.py).
+# gem5.isas.ISA member names (src/python/gem5/isas.py), by architecture
 ISA_OF_ARCH = {name: a.gem5_isa for name, a in arch_table.ARCHES.items()}  # the architecture table
 # top-level text that is no machine parameter (gem5 could not take it)
 _NOT_FIELDS = ("name", "description", "claims", "note")
@@ -72,12 +72,17 @@ def _values(m: machines.Machine, path: str, text: list) -> list:
             for i, t in enumerate(text)]
 
 
-def export(machine: machines.Machine) -> dict:
-    """The JSON-ready typed machine that run_se.py (trapline_gem5.params.from_machine) reads."""
+def isa(machine: machines.Machine) -> str:
+    """The machine's gem5 ISA (gem5.isas.ISA member name), from the architecture table."""
     if machine.arch not in ISA_OF_ARCH:
         raise UsageError(f"arch: '{machine.arch}' has no gem5 ISA here; valid choices: {', '.join(ISA_OF_ARCH)}")
+    return ISA_OF_ARCH[machine.arch]
+
+
+def export(machine: machines.Machine) -> dict:
+    """The JSON-ready typed machine that run_se.py (trapline_gem5.params.from_machine) reads."""
     return {"format": FORMAT, "kind": KIND, "machine": machine.name, "sets": list(machine.sets),
-            "arch": machine.arch, "isa": ISA_OF_ARCH[machine.arch], "clock_hz": machine.clock_hz,
+            "arch": machine.arch, "isa": isa(machine), "clock_hz": machine.clock_hz,
             "fields": fields(machine)}
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from trapline import machine as machines
 from trapline.errors import UsageError
 from trapline.platforms.gem5 import binary, stats
-from trapline.platforms.gem5.machine_json import export
+from trapline.platforms.gem5.machine_json import export, isa as isa_of
 from trapline.proc import run_command, tail
 
 from trapline.paths import ROOT
@@ -125,7 +125,7 @@ class _Tracer:
 
 def check_isa(m: machines.Machine, facts: dict) -> str:
     """The machine's gem5 ISA; a UsageError when this gem5 was built without it."""
-    isa = export(m)["isa"]
+    isa = isa_of(m)
     if isa not in facts.get("isas", []):
         raise UsageError(f"machine '{m.name}' needs gem5's {isa} ISA, and gem5 {facts.get('path')} has only "
                          f"{', '.join(facts.get('isas', [])) or 'none'}; build one with it "
@@ -149,12 +149,14 @@ def explain(gem5_err: str) -> str | None:
 
 def simulate(m: machines.Machine, argv: list[str], cpu: str = DEFAULT_CPU, cores: int = 1,
              timeout: float = TIMEOUT_S, gem5: Path | None = None, cwd: Path | None = None,
-             mem_size: str | None = None, keep: Path | None = None, max_ticks: int | None = None) -> Gem5Result:
+             mem_size: str | None = None, keep: Path | None = None, max_ticks: int | None = None,
+             exported: dict | None = None) -> Gem5Result:
     """Run argv (a static program of the machine's ISA and its arguments) in gem5's SE
     mode on machine m with `cores` cores of CPU model `cpu`. gem5 is `gem5` or
     binary.find()'s. Bad input (CPU model, cores, an ISA this gem5 lacks) raises
-    UsageError before gem5 starts; what goes wrong in gem5 is the result's error."""
-    check_cpu(cpu, export(m)["isa"])
+    UsageError before gem5 starts; what goes wrong in gem5 is the result's error. exported:
+    export(m), when the caller made it already (a lane's runs share one)."""
+    check_cpu(cpu, isa_of(m))
     if cores < 1:
         raise UsageError(f"gem5 cores: {cores}; needs at least 1")
     prog = Path(argv[0]) if not cwd or Path(argv[0]).is_absolute() else Path(cwd) / argv[0]
@@ -167,7 +169,7 @@ def simulate(m: machines.Machine, argv: list[str], cpu: str = DEFAULT_CPU, cores
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="trapline-gem5-") as tmp:
         d = Path(tmp)
-        (d / "machine.json").write_text(json.dumps(export(m), indent=1))
+        (d / "machine.json").write_text(json.dumps(exported or export(m), indent=1))
         out_f, err_f, outdir = d / "program.stdout", d / "program.stderr", d / "m5out"
         cmd = [str(gem5), "-q", f"--outdir={outdir}", str(RUN_SE), "--params", str(d / "machine.json"),
                "--cpu", cpu, "--cores", str(cores), "--stdout", str(out_f), "--stderr", str(err_f)]

@@ -40,7 +40,6 @@ from trapline.platforms.base import (GuestLane, Lane, Platform, PlatformRun, cal
                                      rests_on)
 from trapline.platforms.model.counters import COUNTERS, region_counts
 from trapline.platforms.model.plugin_build import TOOL as PLUGIN_TOOL, plugin as built_plugin
-from trapline.platforms.model.plugin import args as plugin_args
 from trapline.proc import run_command, tail, tool_version
 
 TIMEOUT_S = 900
@@ -60,7 +59,7 @@ def simulate(arch: str, plugin: Path, machine: machines.Machine, argv: list[str]
     lockstep=on); returns (stats, stdout, stderr, status)."""
     with tempfile.TemporaryDirectory(prefix="trapline-model-") as tmp:
         out = Path(tmp) / "stats.json"
-        opts = ",".join([str(plugin), f"arch={arch}", f"out={out}"] + plugin_args(machine) + list(extra))
+        opts = ",".join([str(plugin), f"arch={arch}", f"out={out}", *machine.plugin_args, *extra])
         a = arch_table.get(arch)
         cmd = [a.qemu_user, "-plugin", opts]
         if a.sysroot:
@@ -234,27 +233,18 @@ class ModelPlatform(Platform):
                 # the guest lane: qemu-system and the guest image it booted
                 "guests": {a: guest.guest_image_facts(a, ctx.images.get(a))
                            for a in sorted(ctx.used.get("model-guest", ()))},
-                "machines": {m.name + ("+" + ",".join(m.sets) if m.sets else ""): m.to_dict()
-                             for k, m in sorted(ctx.machines.items()) if k in ctx.used.get("model-machines", ())}}
-
-    def _machine(self, exp) -> machines.Machine:
-        return self.ctx.machine_for(exp.platform(self.name).get("machine"), exp.id, self.name)
+                "machines": self.machines_used()}
 
     def validate(self, exp) -> None:
-        m = self._machine(exp)  # raises for a bad machine field, naming it
-        spec = exp.platform(self.name)
-        if m.arch != spec["arch"]:
-            raise UsageError(f"machine '{m.name}' is {m.arch}, but {exp.id} runs its model lane on {spec['arch']}")
+        self.machine_of(exp)  # raises for a bad machine field, naming it, or another arch than the lane's
         check_kernel_sets(self.ctx, exp, self.name, self.kernel_sets,
                           also=f"; or a machine field: {', '.join(sorted(machines.top_fields()))} "
                                f"(dotted, e.g. caches.l1d.line=32B)")
 
     def run(self, exp) -> PlatformRun:
-        ctx = self.ctx
-        spec, arch, t0 = self._lane(exp)
-        m = self._machine(exp)
-        built_plugin(ctx)
-        ctx.use("model-machines", self.ctx.machine_name or spec.get("machine"))
+        _, _, t0 = self._lane(exp)
+        m = self.use_machine(exp)
+        built_plugin(self.ctx)
         return self.lane(exp).run(exp, m, t0)
 
     simulates = ("user", "guest")
@@ -294,7 +284,7 @@ def guest_plugin_args(m: machines.Machine, image: images.Image) -> list[str]:
     kernel's spill and fill handlers run under the model instead, so counting
     the plugin's windows too would charge every spill twice."""
     ff_reset = "0" if os.environ.get("TRAPLINE_FF_RESET") == "0" else "1"  # 0: for comparisons (bench-rerun.sh)
-    args = plugin_args(m) + ["fast_forward=2", f"ff_reset={ff_reset}"]
+    args = [*m.plugin_args, "fast_forward=2", f"ff_reset={ff_reset}"]
     if image.arch != "sparc64":
         return args
     args = [a for a in args if a.split("=", 1)[0] not in ("nwindows", "window_trap")]

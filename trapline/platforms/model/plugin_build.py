@@ -8,7 +8,7 @@ from pathlib import Path
 
 from trapline.errors import RunFailed
 from trapline.paths import MODEL, cache_root
-from trapline.platforms.model.plugin import PLUGIN_DIR
+from trapline.machine.options import PLUGIN_DIR
 from trapline.proc import run_command, tail
 from trapline.results import cache_write
 
