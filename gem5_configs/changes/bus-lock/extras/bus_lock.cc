@@ -57,7 +57,12 @@ BusLock::wait(int core)
 }
 
 BusLockPort::BusLockPort(const Params &p)
-    : MemDelay(p), bus(p.bus), core(p.core), stats(this)
+    : SimObject(p),
+      cpuSidePort(name() + ".cpu_side_port", *this),
+      memSidePort(name() + ".mem_side_port", *this),
+      bus(p.bus), core(p.core),
+      releaseEvent([this] { sendHeld(); }, name() + ".release"),
+      stats(this)
 {
 }
 
@@ -68,27 +73,108 @@ BusLockPort::PortStats::PortStats(statistics::Group *parent)
 {
 }
 
-Tick
-BusLockPort::delayReq(PacketPtr pkt)
+Port &
+BusLockPort::getPort(const std::string &if_name, PortID idx)
+{
+    if (if_name == "cpu_side_port")
+        return cpuSidePort;
+    if (if_name == "mem_side_port")
+        return memSidePort;
+    return SimObject::getPort(if_name, idx);
+}
+
+void
+BusLockPort::init()
+{
+    if (!cpuSidePort.isConnected() || !memSidePort.isConnected())
+        fatal("BusLockPort %s: both ports must be connected", name());
+    cpuSidePort.sendRangeChange();
+}
+
+BusLockPort::Kind
+BusLockPort::classify(PacketPtr pkt) const
 {
     if (pkt->req->isLockedRMW()) {
-        if (pkt->isRead()) {
-            // A second locked read before the first one's write: the two
-            // halves of one locked access that straddles two lines (x86
-            // locked instructions are serialising, so two locked
-            // operations never overlap otherwise). The second half waits
-            // for the bus lock; the first has locked its line already.
-            const bool second_half = lockedReadsOpen > 0;
-            lockedReadsOpen++;
-            if (second_half) {
-                stats.splits++;
-                return bus->lock(core) - curTick();
-            }
-        } else if (pkt->isWrite() && lockedReadsOpen > 0) {
-            lockedReadsOpen--;
-        }
+        // A second locked read before the first one's write: the two halves
+        // of one locked access that straddles two lines (x86 locked
+        // instructions are serialising, so two locked operations never
+        // overlap otherwise). The first half has locked its line already.
+        if (pkt->isRead())
+            return lockedReadsOpen > 0 ? Kind::SecondHalf : Kind::FirstHalf;
+        if (pkt->isWrite() && lockedReadsOpen > 0)
+            return Kind::LockedWrite;
     }
-    return bus->wait(core);
+    return Kind::Plain;
+}
+
+void
+BusLockPort::account(Kind k)
+{
+    if (k == Kind::FirstHalf || k == Kind::SecondHalf)
+        lockedReadsOpen++;
+    else if (k == Kind::LockedWrite)
+        lockedReadsOpen--;
+    if (k == Kind::SecondHalf)
+        stats.splits++;
+}
+
+bool
+BusLockPort::recvTimingReq(PacketPtr pkt)
+{
+    if (held) {
+        coreWaits = true;
+        return false;
+    }
+    const Kind k = classify(pkt);
+    const Tick wait = k == Kind::SecondHalf ? 0 : bus->wait(core);
+    if (k != Kind::SecondHalf && wait == 0) {
+        // the common case: straight through, refused as the cache refuses
+        if (!memSidePort.sendTimingReq(pkt))
+            return false;
+        account(k);
+        return true;
+    }
+    // the second half locks the bus and goes when it is released; any other
+    // request waits for another core's lock
+    const Tick when = k == Kind::SecondHalf ? bus->lock(core)
+                                            : curTick() + wait;
+    account(k);
+    held = pkt;
+    schedule(releaseEvent, when);
+    return true;
+}
+
+void
+BusLockPort::sendHeld()
+{
+    if (!memSidePort.sendTimingReq(held))
+        return;  // the cache refused: recvReqRetry sends it again
+    held = nullptr;
+    if (coreWaits) {
+        coreWaits = false;
+        cpuSidePort.sendRetryReq();
+    }
+}
+
+void
+BusLockPort::recvReqRetry()
+{
+    if (held) {
+        if (!releaseEvent.scheduled())
+            sendHeld();
+    } else {
+        cpuSidePort.sendRetryReq();
+    }
+}
+
+Tick
+BusLockPort::recvAtomic(PacketPtr pkt)
+{
+    const Kind k = classify(pkt);
+    const Tick delay = k == Kind::SecondHalf ? bus->lock(core) - curTick()
+                                             : bus->wait(core);
+    account(k);
+    return delay + memSidePort.sendAtomic(pkt);
 }
 
 } // namespace trapline
