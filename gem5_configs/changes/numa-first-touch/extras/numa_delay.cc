@@ -42,9 +42,17 @@ NumaDelay::NumaStats::NumaStats(statistics::Group *parent, int nodes)
                "requests with no context (writebacks, prefetches, walks): "
                "taken as local"),
       ADD_STAT(pages, statistics::units::Count::get(),
-               "distinct pages of this node's memory requested")
+               "distinct pages of this node's memory requested since the "
+               "statistics were last reset")
 {
     requests.init(nodes);
+}
+
+void
+NumaDelay::resetStats()
+{
+    MemDelay::resetStats();
+    pagesSeen.clear();
 }
 
 Tick

@@ -28,6 +28,10 @@ class NumaDelay : public MemDelay
     PARAMS(NumaDelay);
     NumaDelay(const Params &p);
 
+    /** The statistics start again (m5_reset_stats): so does the set of
+     *  pages seen, so that `pages` counts a region's own pages. */
+    void resetStats() override;
+
   protected:
     Tick delayReq(PacketPtr pkt) override;
 
