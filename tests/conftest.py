@@ -133,3 +133,25 @@ def wait_listening(port: int, proc: subprocess.Popen, seconds: float = 90) -> No
         except OSError:
             assert time.monotonic() < deadline and proc.poll() is None, "dask scheduler did not start"
             time.sleep(0.2)
+
+
+def rebundle(src: Path, dst: Path, edit, resum: bool) -> Path:
+    """A copy of the bundle (tests 43, 48) with `edit(files, top)` applied, written with plain tarfile;
+    SHA256SUMS regenerated when `resum` (a consistent edit)."""
+    import hashlib
+    import io
+    import tarfile
+    with tarfile.open(src) as tar:
+        files = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}
+    top = next(iter(files)).split("/")[0]
+    edit(files, top)
+    if resum:
+        body = {n: d for n, d in files.items() if not n.endswith("/SHA256SUMS")}
+        files[f"{top}/SHA256SUMS"] = "".join(
+            f"{hashlib.sha256(d).hexdigest()}  {n[len(top) + 1:]}\n" for n, d in sorted(body.items())).encode()
+    with tarfile.open(dst, "w:gz") as tar:
+        for n, d in files.items():
+            info = tarfile.TarInfo(n)
+            info.size = len(d)
+            tar.addfile(info, io.BytesIO(d))
+    return dst

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, trapline
+from conftest import ROOT, rebundle, trapline
 from trapline import __version__, paths
 
 CLAIMS = paths.shared("claims.md")
@@ -220,25 +220,6 @@ def test_verify_reruns_with_the_runs_machine_and_sets(tmp_path):
     assert again["commands"] == first["commands"] and "rows=256" in again["commands"][0]
 
 
-def _rebundle(src: Path, dst: Path, edit, resum: bool) -> Path:
-    """A copy of the bundle with `edit(files)` applied, written with plain tarfile;
-    SHA256SUMS regenerated when `resum` (a consistent edit)."""
-    with tarfile.open(src) as tar:
-        files = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}
-    top = next(iter(files)).split("/")[0]
-    edit(files, top)
-    if resum:
-        body = {n: d for n, d in files.items() if not n.endswith("/SHA256SUMS")}
-        files[f"{top}/SHA256SUMS"] = "".join(
-            f"{hashlib.sha256(d).hexdigest()}  {n[len(top) + 1:]}\n" for n, d in sorted(body.items())).encode()
-    with tarfile.open(dst, "w:gz") as tar:
-        for n, d in files.items():
-            info = tarfile.TarInfo(n)
-            info.size = len(d)
-            tar.addfile(info, io.BytesIO(d))
-    return dst
-
-
 def test_verify_fails_naming_a_file_with_one_byte_changed(run, tmp_path):
     def flip(files, top):
         name = f"{top}/entries/loop-order.model.json"
@@ -247,7 +228,7 @@ def test_verify_fails_naming_a_file_with_one_byte_changed(run, tmp_path):
         d[i] = ord("8") if d[i] != ord("8") else ord("9")
         files[name] = bytes(d)
 
-    bad = _rebundle(run["bundle"], tmp_path / "flip.tar.gz", flip, resum=False)
+    bad = rebundle(run["bundle"], tmp_path / "flip.tar.gz", flip, resum=False)
     r = trapline("verify", str(bad), env=run["env"])
     assert r.returncode == 1, r.stdout + r.stderr
     assert "FAILED: entries/loop-order.model.json: its sha256 is not the one in SHA256SUMS" in r.stdout
@@ -257,7 +238,7 @@ def test_verify_fails_naming_a_file_with_one_byte_changed(run, tmp_path):
         del files[f"{top}/raw/loop-order.host.log"]
         files[f"{top}/extra.txt"] = b"x"
 
-    bad = _rebundle(run["bundle"], tmp_path / "drop.tar.gz", drop, resum=False)
+    bad = rebundle(run["bundle"], tmp_path / "drop.tar.gz", drop, resum=False)
     r = trapline("verify", str(bad), env=run["env"])
     assert r.returncode == 1, r.stdout + r.stderr
     assert "FAILED: raw/loop-order.host.log: listed in SHA256SUMS but missing from the bundle" in r.stdout
@@ -278,7 +259,7 @@ def test_verify_rerun_names_an_edited_model_figure(run, tmp_path):
         e["reproduced"] *= 1.01
         files[name] = (json.dumps(e, indent=2) + "\n").encode()
 
-    bad = _rebundle(run["bundle"], tmp_path / "forged.tar.gz", edit, resum=True)
+    bad = rebundle(run["bundle"], tmp_path / "forged.tar.gz", edit, resum=True)
     r = trapline("verify", str(bad), env=run["env"])
     assert r.returncode == 1, r.stdout + r.stderr
     assert "files match SHA256SUMS" in r.stdout
@@ -326,6 +307,6 @@ def test_cite_bundle_verify_on_a_reproduce_all_run(quick_all, tmp_path):
         d[len(d) // 2] ^= 0x01
         files[name] = bytes(d)
 
-    bad = _rebundle(out, tmp_path / "flip.tar.gz", flip, resum=False)
+    bad = rebundle(out, tmp_path / "flip.tar.gz", flip, resum=False)
     r = trapline("verify", str(bad), env=env)
     assert r.returncode == 1 and "FAILED: entries/x86-split-lock.model.json:" in r.stdout, r.stdout + r.stderr

@@ -9,7 +9,6 @@ folders are copies of one real `run loop-order --platform host --quick`, damaged
 way each."""
 
 import hashlib
-import io
 import json
 import os
 import shutil
@@ -17,13 +16,12 @@ import signal
 import stat
 import subprocess
 import sys
-import tarfile
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, trapline
+from conftest import ROOT, rebundle, trapline
 
 ENTRY = "entries/loop-order.host.json"
 
@@ -174,19 +172,9 @@ def test_a_damaged_run_is_one_line_exit_2_and_nothing_changes(host_run, tmp_path
 def _rebundle(src: Path, dst: Path, name: str, damage) -> Path:
     """The bundle with one member damaged and SHA256SUMS made to match (the bundled run was
     damaged before it was bundled: only the schema check can tell)."""
-    with tarfile.open(src) as tar:
-        files = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}
-    top = next(iter(files)).split("/")[0]
-    files[f"{top}/{name}"] = damage(files[f"{top}/{name}"])
-    body = {n: d for n, d in files.items() if not n.endswith("/SHA256SUMS")}
-    files[f"{top}/SHA256SUMS"] = "".join(
-        f"{hashlib.sha256(d).hexdigest()}  {n[len(top) + 1:]}\n" for n, d in sorted(body.items())).encode()
-    with tarfile.open(dst, "w:gz") as tar:
-        for n, d in files.items():
-            info = tarfile.TarInfo(n)
-            info.size = len(d)
-            tar.addfile(info, io.BytesIO(d))
-    return dst
+    def edit(files, top):
+        files[f"{top}/{name}"] = damage(files[f"{top}/{name}"])
+    return rebundle(src, dst, edit, resum=True)
 
 
 def _json_edit(fn):
