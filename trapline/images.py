@@ -43,8 +43,9 @@ class Image:
     provenance: dict = field(default_factory=dict)  # the builder's facts for a manifest (versions, hashes)
 
 
-def build_image(arch: str, bindir: Path | None, log=None) -> Image:
-    """Build (or find in the cache) the kernel and the initramfs holding bindir."""
+def build_image(arch: str, bindir: Path | None, log=None, stop=None) -> Image:
+    """Build (or find in the cache) the kernel and the initramfs holding bindir. stop():
+    polled while build.sh runs; True kills it (a build in the background the run gives up)."""
     check_arch(arch)
     cmd = ["bash", str(IMAGES / "build.sh"), arch, "", str(bindir) if bindir else ""]
     env = dict(os.environ, TRAPLINE_CACHE=str(build.cache_root()), **arch_table.get(arch).build_env())
@@ -52,7 +53,7 @@ def build_image(arch: str, bindir: Path | None, log=None) -> Image:
     memo = _memo_path(arch, bindir, env)
     out = _memo_read(memo)
     if out is None:
-        status, out, err = run_command(cmd, BUILD_TIMEOUT_S, env=env, log=None)
+        status, out, err = run_command(cmd, BUILD_TIMEOUT_S, env=env, log=None, stop=stop)
         if status != 0:
             raise RunFailed(f"building the {arch} guest image failed (status {status}):\n{tail(err, 25)}")
         for line in err.splitlines():
@@ -114,6 +115,12 @@ def _memo_write(memo: Path, out: str) -> None:
         tmp.replace(memo)
     except OSError:
         pass  # (a cache the user cannot write: build.sh answers every time)
+
+
+def linux_built(arch: str) -> bool:
+    """Whether the cache holds a guest Linux built for arch (any of its keys: a hint for the
+    run's estimate and its build ahead, not proof; build.sh decides by the content hash)."""
+    return any((d / "manifest.txt").is_file() for d in (build.cache_root() / "images").glob(f"{arch}-linux-*"))
 
 
 def symbol(image: Image, name: str) -> int:

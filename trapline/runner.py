@@ -10,10 +10,12 @@ from __future__ import annotations
 import datetime as dt
 import os
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from trapline import __version__, analysis, build, experiment, imagebuilders, paths, platforms, report, results
+from trapline import __version__, analysis, arch as arch_table, build, eta, experiment, imagebuilders, paths, platforms, \
+    report, results
 from trapline import entry as entries_mod
 from trapline.context import RunContext
 from trapline.errors import ExperimentError, UsageError
@@ -137,20 +139,51 @@ def execute(command: str, exp_ids: list[str] | None, platform: str | None, quick
         log(f"resuming run {rd.run_id}: {n} of {len(steps)} entries already done")
     else:
         log(f"run {rd.run_id}: {len(steps)} entries ({'quick' if quick else 'full'} mode)")
-    entries, platform_facts = [], {}
+    by_step: dict[int, dict] = {}
+    todo = []
+    for i, (exp, pname, reason) in enumerate(steps):
+        prev = rd.done(exp.id, pname)
+        if prev:
+            by_step[i] = prev
+        else:
+            todo.append((i, Step.of(exp, pname, reason, quick)))
+    costs = eta.Costs.load()
+    builder = imagebuilders.get(ctx.image_builder)
+    guests = list(dict.fromkeys(st.guest for _, st in todo if st.guest))
+    to_build = builder.to_build(guests)
+    kernels_s = sum(costs.get(f"linux.{a}") or arch_table.get(a).linux.build_s for a in to_build)
+    if to_build:  # the lanes that need no guest and measure no real time run while the kernels build
+        todo.sort(key=lambda t: t[1].rank(guests))
+    expect = eta.Estimate(costs, [eta.Step(st.key, st.reference, st.beside_build) for _, st in todo], kernels_s)
+    if todo:
+        log(f"expected: {expect.words()}")
+    ahead = builder.ahead(ctx, guests, on_built=lambda a, s: s > 20 and costs.record(f"linux.{a}", s)) \
+        if to_build else None
+    took: dict[str, float] = {}
+    t_run = time.monotonic()
     try:
-        for i, (exp, pname, reason) in enumerate(steps):
-            prev = rd.done(exp.id, pname)
-            if prev:
-                entries.append(prev)
-                continue
-            log(f"[{i + 1}/{len(steps)}] {exp.id} on {pname}")
+        for n, (i, st) in enumerate(todo):
+            exp, pname, reason = steps[i]
+            if ahead and ahead.busy() and (st.guest or st.real_time):
+                ahead.wait(st.guest, log)  # a guest lane: its Linux; a real-time lane: every build done
+            left = expect.left(took, _kernels_left(ahead, costs))
+            log(f"[{len(by_step) + 1}/{len(steps)}] {exp.id} on {pname} "
+                f"({eta.duration(time.monotonic() - t_run)} in, about {eta.duration(left)} left)")
+            t0 = time.monotonic()
             entry, raw = run_entry(exp, pname, reason, ctx)
             rd.save_entry(entry, raw)
-            entries.append(entry)
+            by_step[i] = entry
+            took[st.key] = time.monotonic() - t0
+            if st.reference:  # a lane that ran (not an entry that only says why it cannot)
+                costs.record(st.key, took[st.key])
     except KeyboardInterrupt:
         log(f"interrupted: rerun the same command to resume run {rd.run_id}")
         raise
+    finally:
+        if ahead:
+            ahead.cancel()
+    entries = [by_step[i] for i in range(len(steps))]
+    platform_facts = {}
     for pname in sorted({p for _, p, r in steps if r is None}):
         platform_facts[pname] = platforms.get(pname, ctx).describe()
     # what the report needs of each platform of the run, from the platform itself (report/sections.py)
@@ -169,6 +202,49 @@ def execute(command: str, exp_ids: list[str] | None, platform: str | None, quick
     c = summary["counts"]
     log(f"done: {final} ({', '.join(f'{n} {s}' for s, n in c.items() if n)})")
     return Run(final, summary, entries)
+
+
+def _kernels_left(ahead, costs: eta.Costs) -> float:
+    """What is left of the guest kernels' build ahead (seconds, from the estimate)."""
+    if not ahead or not ahead.busy():
+        return 0.0
+    left = 0.0
+    for a in ahead.pending():
+        s = costs.get(f"linux.{a}") or arch_table.get(a).linux.build_s
+        if ahead.current and ahead.current[0] == a:
+            s = max(0.0, s - (time.monotonic() - ahead.current[1]))
+        left += s
+    return left
+
+
+@dataclass
+class Step:
+    """What the run's schedule and estimate need to know of one entry to run."""
+    key: str                # eta.entry_key: id.platform.mode
+    reference: float        # its reference cost (0: an entry that only says why it cannot run)
+    guest: str | None       # the arch of the guest it boots, if any
+    real_time: bool         # its platform measures real time: nothing may run beside it
+    beside_build: bool      # it may run while the guest kernels build (no guest, no real time)
+
+    @classmethod
+    def of(cls, exp, pname: str, reason: str | None, quick: bool) -> "Step":
+        key = eta.entry_key(exp.id, pname, quick)
+        plat = platforms.find(pname)
+        spec = {} if (reason or exp.error or plat is None) else exp.platform(pname)
+        if not spec or "not_applicable" in spec:
+            return cls(key, 0.0, None, False, True)
+        guest = plat.lane_arch(spec) if plat.lane_class(spec).guest else None
+        real = not plat.side_by_side
+        return cls(key, plat.expected_seconds(spec, quick), guest, real, guest is None and not real)
+
+    def rank(self, guests: list[str]) -> tuple[int, int]:
+        """Its place when the kernels build ahead: what may run beside the build first, then
+        the guest lanes in the order their kernels are built, then the real-time lanes."""
+        if self.beside_build:
+            return (0, 0)
+        if self.guest:
+            return (1, guests.index(self.guest))
+        return (2, 0)
 
 
 def make_manifest(rd, args, exps, entries, platform_facts, finished, platform_report=None) -> dict:
