@@ -18,7 +18,7 @@ from pathlib import Path
 from trapline import arch as arch_table, build
 from trapline.errors import RunFailed, UsageError
 from trapline.paths import IMAGES, ROOT  # noqa: F401 (ROOT re-exported)
-from trapline.proc import run_command, tail
+from trapline.proc import group_dies_with_harness, run_command, tail
 
 ARCHES = tuple(arch_table.ARCHES)
 # read by tests/test_70_docker.py; the table is trapline/arch.py
@@ -53,7 +53,7 @@ def build_image(arch: str, bindir: Path | None, log=None, stop=None) -> Image:
     memo = _memo_path(arch, bindir, env)
     out = _memo_read(memo)
     if out is None:
-        status, out, err = run_command(cmd, BUILD_TIMEOUT_S, env=env, log=None, stop=stop)
+        status, out, err = run_command(group_dies_with_harness(cmd), BUILD_TIMEOUT_S, env=env, log=None, stop=stop)
         if status != 0:
             raise RunFailed(f"building the {arch} guest image failed (status {status}):\n{tail(err, 25)}")
         for line in err.splitlines():
