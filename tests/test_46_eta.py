@@ -132,3 +132,22 @@ def test_reproduce_all_says_what_it_expects_and_what_is_left(quick_all):
     assert re.search(r"expected: about [\d.]+ (s|min) on this machine \(", log), log[-3000:]
     steps = [ln for ln in log.splitlines() if re.search(r"\] \[\d+/\d+\] \S+ on \S+ ", ln)]
     assert steps and all(re.search(r"\(\d+(\.\d)? (s|min) in, about \d+(\.\d)? (s|min) left\)$", ln) for ln in steps), steps
+
+
+def test_a_killed_kernel_builds_tree_is_dropped_only_while_no_build_runs(tmp_path, monkeypatch):
+    import fcntl
+    from trapline import images
+    monkeypatch.setenv("TRAPLINE_CACHE", str(tmp_path))
+    cache = tmp_path / "images"
+    (cache / ".build-sparc64-abcd1234" / "b").mkdir(parents=True)
+    (cache / ".repro-sparc64-abcd1234").mkdir()          # kept for diffoscope: never dropped
+    (cache / "sparc64-linux-0123").mkdir()
+    with open(cache / ".lock-linux", "a") as held:  # as build.sh holds it while it compiles
+        fcntl.flock(held, fcntl.LOCK_EX)
+        images.drop_stale_kernel_builds()
+        assert (cache / ".build-sparc64-abcd1234").is_dir()   # a build runs: its tree stays
+    images.drop_stale_kernel_builds()
+    assert sorted(p.name for p in cache.iterdir()) == [".lock-linux", ".repro-sparc64-abcd1234", "sparc64-linux-0123"]
+    assert not images.linux_built("sparc64")
+    (cache / "sparc64-linux-0123" / "manifest.txt").write_text("arch=sparc64\n")
+    assert images.linux_built("sparc64") and not images.linux_built("armv6")

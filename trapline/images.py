@@ -53,6 +53,7 @@ def build_image(arch: str, bindir: Path | None, log=None, stop=None) -> Image:
     memo = _memo_path(arch, bindir, env)
     out = _memo_read(memo)
     if out is None:
+        drop_stale_kernel_builds()
         status, out, err = run_command(group_dies_with_harness(cmd), BUILD_TIMEOUT_S, env=env, log=None, stop=stop)
         if status != 0:
             raise RunFailed(f"building the {arch} guest image failed (status {status}):\n{tail(err, 25)}")
@@ -115,6 +116,28 @@ def _memo_write(memo: Path, out: str) -> None:
         tmp.replace(memo)
     except OSError:
         pass  # (a cache the user cannot write: build.sh answers every time)
+
+
+def drop_stale_kernel_builds() -> None:
+    """Remove the work trees (CACHE/images/.build-*, up to 1.5 GB each) of kernel builds that
+    were killed with their harness: build.sh removes its own when it ends, but a SIGKILL
+    gives it no chance. Only while no kernel build runs: build.sh's lock is free."""
+    import fcntl
+    import shutil
+    cache = build.cache_root() / "images"
+    stale = list(cache.glob(".build-*"))
+    if not stale:
+        return
+    try:
+        with open(cache / ".lock-linux", "a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return  # a build runs: its tree is not stale
+            for d in cache.glob(".build-*"):
+                shutil.rmtree(d, ignore_errors=True)
+    except OSError:
+        pass
 
 
 def linux_built(arch: str) -> bool:
