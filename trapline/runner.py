@@ -162,7 +162,7 @@ def execute(command: str, exp_ids: list[str] | None, platform: str | None, quick
     took: dict[str, float] = {}
     t_run = time.monotonic()
     try:
-        for n, (i, st) in enumerate(todo):
+        for i, st in todo:
             exp, pname, reason = steps[i]
             if ahead and ahead.busy() and (st.guest or st.real_time):
                 ahead.wait(st.guest, log)  # a guest lane: its Linux; a real-time lane: every build done
@@ -174,7 +174,7 @@ def execute(command: str, exp_ids: list[str] | None, platform: str | None, quick
             rd.save_entry(entry, raw)
             by_step[i] = entry
             took[st.key] = time.monotonic() - t0
-            if st.reference:  # a lane that ran (not an entry that only says why it cannot)
+            if st.reference and not (sets or machine or timeout):  # a lane that ran as its file says
                 costs.record(st.key, took[st.key])
     except KeyboardInterrupt:
         log(f"interrupted: rerun the same command to resume run {rd.run_id}")

@@ -105,15 +105,17 @@ class Ahead:
     def busy(self) -> bool:
         return bool(self.pending())
 
-    def wait(self, arch: str | None = None, log=None, every: float = 30.0) -> None:
+    def wait(self, arch: str | None = None, log=None, every: float = 60.0) -> None:
         """Until arch's build is done (None: every one), with a line every `every` seconds."""
         events = [self._done[arch]] if arch in self._done else ([] if arch else list(self._done.values()))
         t0 = time.monotonic()
         for ev in events:
             while not ev.wait(every):
-                if log:
-                    cur = f"building {self.current[0]}'s guest Linux" if self.current else "building"
-                    log(f"    waiting for the images built ahead ({cur}; waited {time.monotonic() - t0:.0f} s)")
+                if log and self.current:
+                    a, since = self.current
+                    log(f"    waiting {time.monotonic() - t0:.0f} s so far for the guest Linux built in the background "
+                        f"({a}'s for {time.monotonic() - since:.0f} s; still to build after it: "
+                        f"{', '.join(self.pending()[1:]) or 'none'})")
 
     def cancel(self) -> None:
         self._stop.set()
