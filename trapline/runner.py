@@ -154,7 +154,7 @@ def execute(command: str, exp_ids: list[str] | None, platform: str | None, quick
     kernels_s = sum(costs.get(f"linux.{a}") or arch_table.get(a).linux.build_s for a in to_build)
     if to_build:  # the lanes that need no guest and measure no real time run while the kernels build
         todo.sort(key=lambda t: t[1].rank(guests))
-    expect = eta.Estimate(costs, [eta.Step(st.key, st.reference, st.beside_build) for _, st in todo], kernels_s)
+    expect = eta.Estimate(costs, [eta.Step(st.key, st.reference or 0.0, st.beside_build) for _, st in todo], kernels_s)
     if todo:
         log(f"expected: {expect.words()}")
     ahead = builder.ahead(ctx, guests, on_built=lambda a, s: s > 20 and costs.record(f"linux.{a}", s)) \
@@ -174,7 +174,7 @@ def execute(command: str, exp_ids: list[str] | None, platform: str | None, quick
             rd.save_entry(entry, raw)
             by_step[i] = entry
             took[st.key] = time.monotonic() - t0
-            if st.reference and not (sets or machine or timeout):  # a lane that ran as its file says
+            if st.reference is not None and not (sets or machine or timeout):  # a lane that ran as its file says
                 costs.record(st.key, took[st.key])
     except KeyboardInterrupt:
         log(f"interrupted: rerun the same command to resume run {rd.run_id}")
@@ -221,7 +221,7 @@ def _kernels_left(ahead, costs: eta.Costs) -> float:
 class Step:
     """What the run's schedule and estimate need to know of one entry to run."""
     key: str                # eta.entry_key: id.platform.mode
-    reference: float        # its reference cost (0: an entry that only says why it cannot run)
+    reference: float | None  # its reference cost (None: an entry that only says why it cannot run)
     guest: str | None       # the arch of the guest it boots, if any
     real_time: bool         # its platform measures real time: nothing may run beside it
     beside_build: bool      # it may run while the guest kernels build (no guest, no real time)
@@ -232,7 +232,7 @@ class Step:
         plat = platforms.find(pname)
         spec = {} if (reason or exp.error or plat is None) else exp.platform(pname)
         if not spec or "not_applicable" in spec:
-            return cls(key, 0.0, None, False, True)
+            return cls(key, None, None, False, True)
         guest = plat.lane_arch(spec) if plat.lane_class(spec).guest else None
         real = not plat.side_by_side
         return cls(key, plat.expected_seconds(spec, quick), guest, real, guest is None and not real)
