@@ -93,9 +93,19 @@ RUN sh model/fetch-qemu-headers.sh >/dev/null \
 #    kernels; step 4 finds them in the cache by the same content hash. The scripts
 #    ask the architecture table (trapline/arch.py, standard library only) for their
 #    per-arch values.
+#    Kernels built elsewhere from the same inputs can be handed over in linux-cache/ (in
+#    the build context, git-ignored: the tests put there the ones the suite built
+#    natively, tests/test_70_docker.py); build.sh takes one only when its content hash
+#    (sources, fragment, scripts, compiler and package versions) is this build's own.
 COPY images/ images/
 COPY trapline/__init__.py trapline/errors.py trapline/arch.py trapline/
-RUN for arch in sparc64 armv6 x86_64; do images/build.sh "$arch" >/dev/null || exit 1; done \
+COPY run.sh linux-cache* /tmp/linux-cache/
+RUN mkdir -p "$TRAPLINE_CACHE/images" \
+    && for d in /tmp/linux-cache/*-linux-*/; do \
+         if [ -f "$d/manifest.txt" ]; then cp -a "$d" "$TRAPLINE_CACHE/images/"; fi; \
+       done \
+    && rm -rf /tmp/linux-cache \
+    && for arch in sparc64 armv6 x86_64; do images/build.sh "$arch" >/dev/null || exit 1; done \
     && rm -rf "$TRAPLINE_CACHE"/images/*-initramfs-*
 
 # 4. The clone, then the native commands: the benchmark kernels for every arch, the

@@ -4,7 +4,7 @@
 20 kernels;
 30 CLI, 35 bad input, 36 simulate;
 40 results, 41 concurrency, 42 the report in a browser, 43 cite/bundle/verify,
-   44 simulators side by side, 45 the host platform, 46 the fidelity table, 47 sweeps, 48 damaged and foreign run files;
+   44 simulators side by side, 45 the host platform, 46 the fidelity table, 47 sweeps, 48 damaged and foreign run files, 49 the time estimate;
 50 host lane;
 60 guest (QEMU) lane, 62 guest snapshots, 64 Buildroot images;
 70 Docker;

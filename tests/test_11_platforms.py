@@ -201,7 +201,7 @@ LAYERS = (
     ("foundations", ("trapline", "trapline.errors", "trapline.paths", "trapline.proc", "trapline.yamlfile")),
     ("facts", ("trapline.arch", "trapline.hostfacts", "trapline.kernelargs", "trapline.kernelio",
                "trapline.perfstat", "trapline.simstats", "trapline.program", "trapline.results",
-               "trapline.runfiles", "trapline.checked")),
+               "trapline.runfiles", "trapline.checked", "trapline.eta")),
     ("machines", ("trapline.machine",)),
     ("builds", ("trapline.build", "trapline.images", "trapline.imagebuilders", "trapline.guest")),
     ("run context", ("trapline.context",)),

@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -137,10 +138,26 @@ def _gem5_build_arg(request) -> str:
     return "gem5-bin/gem5.opt"
 
 
+def _hand_over_guest_kernels(request) -> None:
+    """The guest Linux kernels this machine built (the suite's runs did, or this does) into
+    the build context's git-ignored linux-cache/, where the Dockerfile's step 3 takes each
+    one whose content hash is the image's own instead of compiling it again (about 14 of
+    a cold build's 19 minutes); a kernel of other inputs is built there as before."""
+    from trapline import images
+    dst = ROOT / "linux-cache"
+    shutil.rmtree(dst, ignore_errors=True)
+    dst.mkdir()
+    for arch in images.ARCHES:
+        src = Path(images.build_image(arch, None).facts["LINUX_CACHE"])
+        shutil.copytree(src, dst / src.name)
+    _say(request, f"guest kernels handed to the build: {', '.join(sorted(p.name for p in dst.iterdir()))}")
+
+
 @pytest.fixture(scope="module")
 def image(request, wheelhouse):
     """The base image (made once), then `docker build` of the repository's Dockerfile."""
     gem5_arg = _gem5_build_arg(request)
+    _hand_over_guest_kernels(request)
     t0 = time.monotonic()
     r = _run([str(ROOT / ".ci" / "docker-base.sh"), BASE], 1800)
     assert r.returncode == 0, f".ci/docker-base.sh {BASE} failed:\n{r.stdout}{r.stderr[-4000:]}"
@@ -310,6 +327,21 @@ def _apt_policy(pkgs: list[str]) -> dict[str, tuple[str, str]]:
 # the guest kernel's source and QEMU. The image must have exactly the versions
 # installed here (else its results are not comparable with the native ones).
 DECISIVE = ("make", "gcc", "binutils", "libc6-dev", "linux-source-6.1", "qemu-user", "qemu-system-")
+
+
+def test_the_image_took_the_guest_kernels_handed_over(image, request):
+    """Step 3 took each handed-over kernel whose content hash is the image's (its
+    manifest, build time and all, is the native one byte for byte: not compiled again);
+    a kernel of other inputs (another compiler version in the base) was built there."""
+    handed = {p.name: (p / "manifest.txt").read_bytes() for p in (ROOT / "linux-cache").iterdir()}
+    r = _run(["docker", "run", "--rm", "--network", "none", "--entrypoint", "sh", image["tag"], "-c",
+              "cd /opt/trapline/cache/images && for d in *-linux-*; do echo \"== $d\"; cat \"$d/manifest.txt\"; done"], 300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    inside = {blk.split("\n", 1)[0]: blk.split("\n", 1)[1].encode() for blk in r.stdout.split("== ")[1:]}
+    assert len(inside) == 3, sorted(inside)
+    same = sorted(set(inside) & set(handed))
+    assert all(inside[k] == handed[k] for k in same), [k for k in same if inside[k] != handed[k]]
+    _say(request, f"guest kernels taken from the native build: {len(same)} of 3 ({', '.join(same) or 'none'})")
 
 
 def test_same_packages_as_the_native_path(image, request):

@@ -74,10 +74,14 @@ def test_spill_fill_traps_are_counted_by_the_model_on_a_3mb_12way_l2():
     assert regions[0]["traps"]["window_spill"] / (1000 * 5) == pytest.approx(0.994, abs=0.002)
 
 
-def test_strong_prefetch_of_address_zero_traps_in_the_model_and_weak_does_not(results_dir):
-    r = trapline("run", "sparc-strong-prefetch", "--platform", "model", "--quick")
-    assert r.returncode == 0, r.stderr[-2000:]
-    e = json.loads(((results_dir / "latest").resolve() / "entries" / "sparc-strong-prefetch.model.json").read_text())
+def _shared(quick_all, exp_id):
+    """exp_id's model entry of the suite's one `reproduce-all --quick` (conftest.quick_all),
+    the same quick lane a `run EXP --platform model --quick` would run."""
+    return json.loads((quick_all["final"] / "entries" / f"{exp_id}.model.json").read_text())
+
+
+def test_strong_prefetch_of_address_zero_traps_in_the_model_and_weak_does_not(quick_all):
+    e = _shared(quick_all, "sparc-strong-prefetch")
     per_prefetch = {f["name"]: f["value"] for f in e["figures"]}
     assert per_prefetch["prefetch traps counted by the model per strong prefetch"] == 1.0
     assert per_prefetch["prefetch traps counted by the model per weak prefetch"] == 0.0
@@ -172,16 +176,14 @@ def test_guest_lane_ff_reset_skips_the_callbacks_before_the_first_region_and_cou
         assert abs(e1["reproduced"] / e0["reproduced"] - 1) < 1e-4, (e0["reproduced"], e1["reproduced"])
 
 
-def test_guest_lane_counts_sparc_trap_table_entries(results_dir):
+def test_guest_lane_counts_sparc_trap_table_entries(quick_all):
     """sparc-misalign-trap in the sun4u guest: the plugin knows where Linux's
     trap table is (System.map) and counts its entries by kind; each misaligned
     lduw enters mem_address_not_aligned once and its SIGBUS round trip (signal
     frame with window spills and fills, the handler, the sigreturn trap) runs
     under the model. The plugin's own window model is off there, so no spill is
     charged twice."""
-    r = trapline("run", "sparc-misalign-trap", "--platform", "model", "--quick", "--fresh")
-    assert r.returncode == 0, r.stderr[-3000:]
-    e, d = _entry(results_dir, "sparc-misalign-trap")
+    e = _shared(quick_all, "sparc-misalign-trap")
     assert all(c["ok"] for c in e["checks"]), e["checks"]
     assert e["status"] == "reproduced", e["note"]
     f = e["platform_facts"]

@@ -15,7 +15,10 @@ from conftest import trapline
 def _lane(results_dir, *extra):
     r = trapline("run", "plt-itlb", "--platform", "model", "--quick", "--fresh", *extra)
     assert r.returncode == 0, r.stderr[-3000:]
-    final = (results_dir / "latest").resolve()
+    return _read((results_dir / "latest").resolve())
+
+
+def _read(final):
     e = json.loads((final / "entries" / "plt-itlb.model.json").read_text())
     stats = json.loads((final / "raw" / "plt-itlb.model.log").read_text().split("--- model stats ---\n", 1)[1])
     return e, {f["name"]: f["value"] for f in e["figures"]}, stats
@@ -26,8 +29,10 @@ def _fig(figs, start):
     return v
 
 
-def test_one_copy_fits_the_itlb_and_time_slicing_does_not_thrash_it(results_dir):
-    e, f, stats = _lane(results_dir)
+def test_one_copy_fits_the_itlb_and_time_slicing_does_not_thrash_it(quick_all):
+    # the lane as `run plt-itlb --platform model --quick` runs it: the suite's one
+    # reproduce-all --quick (conftest.quick_all) ran it
+    e, f, stats = _read(quick_all["final"])
     # structure: every build and copy count ran, as a prediction on the T1 in the guest
     assert e["platform_facts"]["guest"] is True and e["platform_facts"]["machine"] == "ultrasparc-t1"
     assert e["rests_on"] == "prediction" and e["platform_facts"]["calibrated_on_this_claim"] == []

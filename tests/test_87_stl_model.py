@@ -21,8 +21,9 @@ def _entry(results_dir):
     return json.loads(((results_dir / "latest").resolve() / "entries" / f"{ID}.model.json").read_text())
 
 
-def test_one_lock_does_not_scale_per_thread_allocation_does_and_reruns_agree(results_dir):
-    e = _entry(results_dir)
+def test_one_lock_does_not_scale_per_thread_allocation_does_and_reruns_agree(quick_all, results_dir):
+    # the lane of the suite's one reproduce-all --quick (conftest.quick_all), then a rerun of it alone
+    e = json.loads((quick_all["final"] / "entries" / f"{ID}.model.json").read_text())
     assert e["rests_on"] == "prediction" and e["platform_facts"]["machine"] == "ultrasparc-t1"
     assert e["platform_facts"]["lockstep"] is True and e["platform_facts"]["deterministic"] is False
     assert e["platform_facts"]["lockstep_losses"] == {"timeouts": 0, "lines_dropped": 0, "events_dropped": 0}

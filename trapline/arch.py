@@ -48,6 +48,9 @@ class Linux:
     kimage: str
     kname: str
     dtb: str = ""
+    # seconds its build takes on 2 vCPUs (the tarball's extraction, tinyconfig + fragment,
+    # make -j2 at nice 19): the run's up-front estimate when it is not in the cache (trapline/eta.py)
+    build_s: float = 300.0
 
 
 @dataclass(frozen=True)
@@ -151,7 +154,7 @@ ARCHES: dict[str, Arch] = {a.name: a for a in (
          sysroot_libs=("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64"),
          qemu_system="qemu-system-x86_64", machine="pc", machine_label="QEMU pc, 2 vCPUs in 2 NUMA nodes (TCG)",
          mem_mib=512, mem_fixed=False, console="ttyS0", powers_off=True,
-         linux=Linux("x86_64", "bzImage", "arch/x86/boot/bzImage", "bzImage-x86_64"),
+         linux=Linux("x86_64", "bzImage", "arch/x86/boot/bzImage", "bzImage-x86_64", build_s=340),
          # two vCPUs, one per node, each node half the RAM (QEMU exports it in ACPI SRAT/SLIT);
          # TCG runs -cpu max: every feature QEMU emulates
          numa=Numa((256, 256), (0, 1)), cpu="max", gem5_isa="X86"),
@@ -163,7 +166,7 @@ ARCHES: dict[str, Arch] = {a.name: a for a in (
          # ARCH=sparc64 forces CONFIG_64BIT. arch/sparc/boot/image is vmlinux stripped: an ELF
          # that QEMU's sun4u loader hands to OpenBIOS (zImage is only a gzip of it, which the
          # loader does not unpack).
-         linux=Linux("sparc64", "image", "arch/sparc/boot/image", "vmlinux-sparc64"),
+         linux=Linux("sparc64", "image", "arch/sparc/boot/image", "vmlinux-sparc64", build_s=100),
          # 8 KiB target pages: QEMU 7.2 saves the machine only with 8 KiB host pages (boot.sh)
          numa=Numa((256,), (0,)), icount=ICOUNT, gem5_isa="SPARC", snapshot_host_page=8192),
     # The ARM1176JZF-S is ARMv6 (no Thumb-2); -marm keeps every kernel in ARM state so
@@ -174,7 +177,7 @@ ARCHES: dict[str, Arch] = {a.name: a for a in (
          mem_mib=512, mem_fixed=True, console="ttyAMA0", powers_off=False,
          # 6.1 keeps the ARM device trees in arch/arm/boot/dts (no vendor subdir yet)
          linux=Linux("arm", "zImage bcm2835-rpi-zero.dtb", "arch/arm/boot/zImage", "zImage-armv6",
-                     "arch/arm/boot/dts/bcm2835-rpi-zero.dtb"),
+                     "arch/arm/boot/dts/bcm2835-rpi-zero.dtb", build_s=270),
          numa=Numa((512,), (0,)), icount=ICOUNT, gem5_isa="ARM"),
 )}
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from trapline import arch as arch_table, build
 from trapline.errors import RunFailed, UsageError
 from trapline.paths import IMAGES, ROOT  # noqa: F401 (ROOT re-exported)
-from trapline.proc import run_command, tail
+from trapline.proc import group_dies_with_harness, run_command, tail
 
 ARCHES = tuple(arch_table.ARCHES)
 # read by tests/test_70_docker.py; the table is trapline/arch.py
@@ -43,8 +43,9 @@ class Image:
     provenance: dict = field(default_factory=dict)  # the builder's facts for a manifest (versions, hashes)
 
 
-def build_image(arch: str, bindir: Path | None, log=None) -> Image:
-    """Build (or find in the cache) the kernel and the initramfs holding bindir."""
+def build_image(arch: str, bindir: Path | None, log=None, stop=None) -> Image:
+    """Build (or find in the cache) the kernel and the initramfs holding bindir. stop():
+    polled while build.sh runs; True kills it (a build in the background the run gives up)."""
     check_arch(arch)
     cmd = ["bash", str(IMAGES / "build.sh"), arch, "", str(bindir) if bindir else ""]
     env = dict(os.environ, TRAPLINE_CACHE=str(build.cache_root()), **arch_table.get(arch).build_env())
@@ -52,7 +53,8 @@ def build_image(arch: str, bindir: Path | None, log=None) -> Image:
     memo = _memo_path(arch, bindir, env)
     out = _memo_read(memo)
     if out is None:
-        status, out, err = run_command(cmd, BUILD_TIMEOUT_S, env=env, log=None)
+        drop_stale_kernel_builds()
+        status, out, err = run_command(group_dies_with_harness(cmd), BUILD_TIMEOUT_S, env=env, log=None, stop=stop)
         if status != 0:
             raise RunFailed(f"building the {arch} guest image failed (status {status}):\n{tail(err, 25)}")
         for line in err.splitlines():
@@ -109,6 +111,34 @@ def _memo_read(memo: Path | None) -> str | None:
 def _memo_write(memo: Path, out: str) -> None:
     from trapline.results import cache_write
     cache_write(memo, out)  # (a cache the user cannot write: build.sh answers every time)
+
+
+def drop_stale_kernel_builds() -> None:
+    """Remove the work trees (CACHE/images/.build-*, up to 1.5 GB each) of kernel builds that
+    were killed with their harness: build.sh removes its own when it ends, but a SIGKILL
+    gives it no chance. Only while no kernel build runs: build.sh's lock is free."""
+    import fcntl
+    import shutil
+    cache = build.cache_root() / "images"
+    stale = list(cache.glob(".build-*"))
+    if not stale:
+        return
+    try:
+        with open(cache / ".lock-linux", "a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return  # a build runs: its tree is not stale
+            for d in cache.glob(".build-*"):
+                shutil.rmtree(d, ignore_errors=True)
+    except OSError:
+        pass
+
+
+def linux_built(arch: str) -> bool:
+    """Whether the cache holds a guest Linux built for arch (any of its keys: a hint for the
+    run's estimate and its build ahead, not proof; build.sh decides by the content hash)."""
+    return any((d / "manifest.txt").is_file() for d in (build.cache_root() / "images").glob(f"{arch}-linux-*"))
 
 
 def symbol(image: Image, name: str) -> int:

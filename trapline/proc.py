@@ -62,6 +62,21 @@ def with_parent_death(cmd: list[str], cwd: Path | None = None, env: dict | None 
     return [SETPRIV, f"--pdeathsig={DEATH_SIGNAL}", "--", _resolve(cmd[0], cwd, env)] + list(cmd[1:])
 
 
+# The parent-death signal reaches the child alone: its own children (a build script's
+# tar, make and compilers) would outlive a harness killed with SIGKILL, and a kernel
+# build's lock with them. A command wrapped here runs under a shell that watches the
+# harness once a second and, when it is gone, kills the command's whole process group
+# (run_command starts each child in a session of its own).
+_GROUP_WATCH = ('p=$PPID; "$@" & c=$!; '
+                '(while kill -0 "$p" 2>/dev/null; do sleep 1; done; kill -KILL 0) </dev/null >/dev/null 2>&1 & w=$!; '
+                'wait "$c"; s=$?; kill "$w" 2>/dev/null; exit "$s"')
+
+
+def group_dies_with_harness(cmd: list[str]) -> list[str]:
+    """cmd, run so that all of its process group dies when the harness does (even by SIGKILL)."""
+    return ["bash", "-c", _GROUP_WATCH, "trapline-watch", *cmd]
+
+
 def run_command(cmd: list[str], timeout: float, cwd: Path | None = None, log=None,
                 progress_every: float = 15.0, env: dict | None = None,
                 on_line=None, marker: str | None = None,

@@ -10,11 +10,13 @@ from __future__ import annotations
 import datetime as dt
 import os
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from trapline import __version__, analysis, build, experiment, imagebuilders, paths, platforms, report, results, runfiles
+from trapline import __version__, analysis, arch as arch_table, build, eta, experiment, imagebuilders, paths, \
+    platforms, report, results, runfiles
 from trapline import entry as entries_mod
 from trapline.context import RunContext
 from trapline.errors import ExperimentError, RunFailed, UsageError
@@ -160,6 +162,7 @@ def execute(command: str, exp_ids: list[str] | None, platform: str | None, quick
         runfiles.check_states(root / ".incomplete")
     rd = results.RunDir.open(args, fresh=fresh, root=root, entries=len(steps))
     entries, platform_facts, saved, checked = [], {}, 0, False
+    ahead = None
     try:
         # the entries a resumed run already has, checked before anything runs
         done = runfiles.resumable(rd.path, [(st.exp.id, st.name) for st in steps]) if rd.resumed else {}
@@ -168,16 +171,45 @@ def execute(command: str, exp_ids: list[str] | None, platform: str | None, quick
             log(f"resuming run {rd.run_id}: {len(done)} of {len(steps)} entries already done")
         else:
             log(f"run {rd.run_id}: {len(steps)} entries ({'quick' if quick else 'full'} mode)")
+        by_step: dict[int, dict] = {}
+        todo = []
         for i, step in enumerate(steps):
             prev = done.get((step.exp.id, step.name))
             if prev:
-                entries.append(prev)
-                continue
-            log(f"[{i + 1}/{len(steps)}] {step.exp.id} on {step.name}")
+                by_step[i] = prev
+            else:
+                todo.append((i, Schedule.of(step, quick)))
+        costs = eta.Costs.load()
+        builder = imagebuilders.get(ctx.image_builder)
+        guests = list(dict.fromkeys(sc.guest for _, sc in todo if sc.guest))
+        to_build = builder.to_build(guests)
+        kernels_s = sum(costs.get(f"linux.{a}") or arch_table.get(a).linux.build_s for a in to_build)
+        if to_build:  # the lanes that need no guest and measure no real time run while the kernels build
+            todo.sort(key=lambda t: t[1].rank(guests))
+        expect = eta.Estimate(costs, [eta.Step(sc.key, sc.reference or 0.0, sc.beside_build) for _, sc in todo],
+                              kernels_s)
+        if todo:
+            log(f"expected: {expect.words()}")
+        ahead = builder.ahead(ctx, guests, on_built=lambda a, s: s > 20 and costs.record(f"linux.{a}", s)) \
+            if to_build else None
+        took: dict[str, float] = {}
+        t_run = time.monotonic()
+        for i, sc in todo:
+            step = steps[i]
+            if ahead and ahead.busy() and (sc.guest or sc.real_time):
+                ahead.wait(sc.guest, log)  # a guest lane: its Linux; a real-time lane: every build done
+            left = expect.left(took, _kernels_left(ahead, costs))
+            log(f"[{len(by_step) + 1}/{len(steps)}] {step.exp.id} on {step.name} "
+                f"({eta.duration(time.monotonic() - t_run)} in, about {eta.duration(left)} left)")
+            t0 = time.monotonic()
             entry, raw = run_entry(step, ctx)
             rd.save_entry(entry, raw)
             saved += 1
-            entries.append(entry)
+            by_step[i] = entry
+            took[sc.key] = time.monotonic() - t0
+            if sc.reference is not None and not (sets or machine or timeout):  # a lane that ran as its file says
+                costs.record(sc.key, took[sc.key])
+        entries = [by_step[i] for i in range(len(steps))]
         ran = {st.name: st.platform for st in steps if st.reason is None and st.platform}
         for pname in sorted(ran):
             platform_facts[pname] = ran[pname].describe()
@@ -208,10 +240,56 @@ def execute(command: str, exp_ids: list[str] | None, platform: str | None, quick
         if isinstance(e, KeyboardInterrupt):
             log(f"interrupted: rerun the same command to resume run {rd.run_id}")
         raise
+    finally:
+        if ahead:
+            ahead.cancel()
     rd.release()
     c = summary["counts"]
     log(f"done: {final} ({', '.join(f'{n} {s}' for s, n in c.items() if n)})")
     return Run(final, summary, entries)
+
+
+def _kernels_left(ahead, costs: eta.Costs) -> float:
+    """What is left of the guest kernels' build ahead (seconds, from the estimate)."""
+    if not ahead or not ahead.busy():
+        return 0.0
+    left = 0.0
+    for a in ahead.pending():
+        s = costs.get(f"linux.{a}") or arch_table.get(a).linux.build_s
+        if ahead.current and ahead.current[0] == a:
+            s = max(0.0, s - (time.monotonic() - ahead.current[1]))
+        left += s
+    return left
+
+
+@dataclass
+class Schedule:
+    """What the run's schedule and estimate need to know of one entry to run."""
+    key: str                # eta.entry_key: id.platform.mode
+    reference: float | None  # its reference cost (None: an entry that only says why it cannot run)
+    guest: str | None       # the arch of the guest it boots, if any
+    real_time: bool         # its platform measures real time: nothing may run beside it
+    beside_build: bool      # it may run while the guest kernels build (no guest, no real time)
+
+    @classmethod
+    def of(cls, step: Step, quick: bool) -> "Schedule":
+        key = eta.entry_key(step.exp.id, step.name, quick)
+        plat = step.platform
+        spec = {} if (step.reason or step.exp.error or plat is None) else step.exp.platform(step.name)
+        if not spec or "not_applicable" in spec:
+            return cls(key, None, None, False, True)
+        guest = plat.lane_arch(spec) if plat.lane_class(spec).guest else None
+        real = not plat.side_by_side
+        return cls(key, plat.expected_seconds(spec, quick), guest, real, guest is None and not real)
+
+    def rank(self, guests: list[str]) -> tuple[int, int]:
+        """Its place when the kernels build ahead: what may run beside the build first, then
+        the guest lanes in the order their kernels are built, then the real-time lanes."""
+        if self.beside_build:
+            return (0, 0)
+        if self.guest:
+            return (1, guests.index(self.guest))
+        return (2, 0)
 
 
 def make_manifest(rd, args, exps, entries, platform_facts, finished, platform_report=None) -> dict:

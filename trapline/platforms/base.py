@@ -124,6 +124,9 @@ class Platform:
     lanes: tuple[type[Lane], ...] = (Lane,)
     # Its own command-line options (CommandOption), on every command that runs experiments.
     options: tuple[CommandOption, ...] = ()
+    # What one of its lanes takes when its experiment file gives no `cost_s`: seconds in
+    # full and quick mode on 2 vCPUs (the run's up-front estimate, trapline/eta.py).
+    default_cost_s = {"full": 10.0, "quick": 3.0}
     # What a lane's `needs` names on it (e.g. gem5: trapline's changes to gem5); "" : a lane
     # of it needs nothing beyond the platform (why_lane_unavailable).
     lane_needs = ""
@@ -157,6 +160,13 @@ class Platform:
     def lane_class(cls, spec: dict) -> type[Lane]:
         """The kind of lane an experiment file's lane (or an entry's platform_facts) is."""
         return cls.lanes[0]
+
+    @classmethod
+    def expected_seconds(cls, spec: dict, quick: bool) -> float:
+        """What a lane of it should take (reference machine, images built): the lane's own
+        `cost_s`, else the platform's default."""
+        mode = "quick" if quick else "full"
+        return float(spec.get("cost_s", {}).get(mode, cls.default_cost_s[mode]))
 
     @classmethod
     def lane_arch(cls, spec: dict) -> str:

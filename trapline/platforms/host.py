@@ -43,6 +43,7 @@ class HostPlatform(Platform):
     arch = "x86_64"
     side_by_side = False
     one_at_a_time = "host points measure real time: side by side they would disturb each other"
+    default_cost_s = {"full": 10.0, "quick": 2.0}  # a lane without cost_s (trapline/eta.py)
     lanes = (HostLane,)
     simulates = ("native",)
 

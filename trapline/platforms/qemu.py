@@ -32,6 +32,7 @@ class QemuPlatform(Platform):
     column = 20
     lanes = (QemuLane,)
     simulates = ("guest",)
+    default_cost_s = {"full": 20.0, "quick": 8.0}  # a lane without cost_s (trapline/eta.py)
     BOOT_S = 300  # the guest's boot before the program starts
 
     def simulate(self, machine, program, argv: list[str], mode: str, timeout: float):

@@ -108,6 +108,7 @@ class Gem5Platform(Platform):
     column = 40
     takes_machine = True
     side_by_side = True   # simulated time does not depend on the host's load
+    default_cost_s = {"full": 150.0, "quick": 50.0}  # a lane without cost_s: 42-341 s full, 14-112 s quick (trapline/eta.py)
     counters = tuple(c.name for c in stats.COUNTERS)
     lane_needs = "trapline's changes to gem5 (gem5_configs/changes/<name>)"
     lanes = (Gem5Lane,)
