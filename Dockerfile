@@ -29,9 +29,9 @@ ARG GEM5=
 # The stage copies only what the build reads: the builder and the four modules it
 # imports, the changes, and the release source (gem5-src/ in the build context,
 # git-ignored: docs/docker.md; without it the builder clones gem5's repository at
-# the release tag). Its layer is cached as long as those do not change, and the
-# build tree lives in a BuildKit cache mount, so a change to a patch recompiles only
-# what it touches. With GEM5 set (a path, or none) the stage builds nothing.
+# the release tag). Its layer is cached as long as those do not change (a plain RUN, no
+# BuildKit cache mount: the legacy builder has none; the build tree is removed at the
+# end of the step). With GEM5 set (a path, or none) the stage builds nothing.
 FROM ${BASE} AS gem5
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG GEM5
@@ -40,8 +40,7 @@ COPY trapline/__init__.py trapline/errors.py trapline/paths.py trapline/proc.py 
 COPY trapline/platforms/gem5/from_source.py trapline/platforms/gem5/
 COPY gem5_configs/changes/ gem5_configs/changes/
 COPY run.sh gem5-src* gem5-src/
-RUN --mount=type=cache,target=/opt/gem5-work,sharing=locked \
-    mkdir -p /opt/gem5 \
+RUN mkdir -p /opt/gem5 \
     && if [ -z "$GEM5" ]; then \
          apt-get update -qq \
          && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
@@ -51,7 +50,8 @@ RUN --mount=type=cache,target=/opt/gem5-work,sharing=locked \
          && src=$(ls gem5-src/*.tar.* 2>/dev/null | head -n 1) \
          && TRAPLINE_CACHE=/opt/gem5-work PYTHONPATH=. \
               python3 trapline/platforms/gem5/from_source.py build ${src:+--source "$src"} \
-         && cp -a /opt/gem5-work/gem5/trapline-* /opt/gem5/; \
+         && cp -a /opt/gem5-work/gem5/trapline-* /opt/gem5/ \
+         && rm -rf /opt/gem5-work; \
        fi
 
 FROM ${BASE}

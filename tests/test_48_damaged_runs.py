@@ -265,7 +265,9 @@ def test_an_interrupted_run_leaves_no_lock_and_resumes(host_run, tmp_path):
     no lock file; the same command resumes it and finishes."""
     root = tmp_path / "results"
     env = dict(os.environ, PYTHONPATH=str(ROOT), TRAPLINE_RESULTS=str(root))
-    argv = [sys.executable, "-m", "trapline", "run", "loop-order", "--platform", "host", "--quick"]
+    # 8192 x 8192 ints: the lane takes seconds (its quick default, under one)
+    size = ["--set", "rows=8192", "--set", "cols=8192"]
+    argv = [sys.executable, "-m", "trapline", "run", "loop-order", "--platform", "host", "--quick", *size]
     p = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not list(root.glob(".incomplete/*/state.json")) and p.poll() is None:
@@ -277,7 +279,7 @@ def test_an_interrupted_run_leaves_no_lock_and_resumes(host_run, tmp_path):
     [run] = list((root / ".incomplete").iterdir())
     assert (run / "state.json").is_file() and not (run / "lock").exists(), sorted(os.listdir(run))
     assert "rerun the same command to resume run" in err
-    r = trapline("run", "loop-order", "--platform", "host", "--quick", env={"TRAPLINE_RESULTS": str(root)})
+    r = trapline("run", "loop-order", "--platform", "host", "--quick", *size, env={"TRAPLINE_RESULTS": str(root)})
     assert r.returncode == 0 and f"resuming run {run.name}" in r.stderr, r.stderr[-3000:]
     assert not list((root / ".incomplete").iterdir()) and not list(root.glob(f"{run.name}/lock"))
 
