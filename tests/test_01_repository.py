@@ -43,3 +43,8 @@ def test_the_readme_starts_with_what_and_the_commands():
     head = "\n".join((ROOT / "README.md").read_text().splitlines()[:40])
     for cmd in ("./run.sh reproduce-all", "./run.sh test", "docker build", "docker run"):
         assert cmd in head, f"README's first 40 lines lack {cmd!r}"
+
+
+def test_the_performance_doc_is_a_page_of_current_tables():
+    lines = (ROOT / "docs" / "performance.md").read_text().splitlines()
+    assert len(lines) < 300, f"docs/performance.md has {len(lines)} lines: one current table per topic, under 300"
