@@ -129,7 +129,8 @@ RUN ./run.sh build >/dev/null \
 #    a gem5 binary of yours in the build context, e.g. gem5-bin/gem5.opt (the clone's
 #    gem5-bin/ is git-ignored); it came in with the clone in step 4 (one copy) and goes
 #    on PATH as gem5.opt. Either way its facts (sha256, the ISAs and changes it has) are
-#    cached while the cache is still writable. gem5's runtime libraries are in run.sh's
+#    cached, and the kernels built in the flavour it runs (build --for-gem5), while the
+#    cache is still writable. gem5's runtime libraries are in run.sh's
 #    APT_PACKAGES (step 1). GEM5=none: no gem5, and the gem5 lanes are not-applicable,
 #    saying how to get gem5.
 ARG GEM5
@@ -137,12 +138,14 @@ COPY --from=gem5 /opt/gem5/ ${TRAPLINE_CACHE}/gem5/
 RUN useradd --uid 1000 --user-group --create-home --shell /bin/bash trapline \
     && install -d -m 1777 /results \
     && if [ -z "$GEM5" ]; then \
-         ./run.sh gem5 which >/dev/null && chmod -R a+rX "$TRAPLINE_CACHE"; \
+         ./run.sh gem5 which >/dev/null \
+         && ./run.sh build --for-gem5 >/dev/null && chmod -R a+rX "$TRAPLINE_CACHE"; \
        elif [ "$GEM5" != none ]; then \
          { [ -f "$GEM5" ] && [ -x "$GEM5" ]; } \
            || { echo "GEM5: '$GEM5' is not an executable file in the build context (docs/docker.md)" >&2; exit 2; }; \
          ln -s "$(realpath "$GEM5")" /usr/local/bin/gem5.opt \
          && GEM5= ./run.sh gem5 which \
+         && GEM5= ./run.sh build --for-gem5 >/dev/null \
          && chmod -R a+rX "$TRAPLINE_CACHE"; \
        fi
 USER trapline

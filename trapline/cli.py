@@ -174,6 +174,10 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
     fi.add_argument("runs", nargs="*", help="run ids, 'latest' or run directories")
     b = sub.add_parser("build", help="build the kernels for one or more architectures")
     b.add_argument("--arch", action="append", help=f"one of {', '.join(arch.ARCHES)} (default: all)")
+    b.add_argument("--for-gem5", action="store_true",
+                   help="also the kernels' build for the gem5 found (its flavour: the gem5 marks, and on "
+                        "sparc64 the freestanding runtime where that gem5 lacks change sparc-glibc), for each "
+                        "architecture whose ISA it has (the Docker image builds them)")
     im = sub.add_parser("images", help="build the guest images (Linux + initramfs with the kernels)")
     im.add_argument("--arch", action="append", help=f"one of {', '.join(arch.ARCHES)} (default: all)")
     im.add_argument("--builder", default=None, help=f"{', '.join(imagebuilders.names())} "
@@ -305,6 +309,13 @@ def cmd_build(args) -> int:
     ctx = RunContext.make()
     for a in arches:
         print(ctx.kernels(a))
+    if args.for_gem5:
+        from trapline import build
+        from trapline.platforms.gem5 import binary, kernel_flavour
+        g = binary.facts(binary.find())
+        for a in arches:
+            if arch.get(a).gem5_isa in g["isas"]:
+                print(build.build(a, flavour=kernel_flavour(a, g), log=ctx.log))
     return 0
 
 
