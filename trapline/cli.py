@@ -310,12 +310,9 @@ def cmd_build(args) -> int:
     for a in arches:
         print(ctx.kernels(a))
     if args.for_gem5:
-        from trapline import build
-        from trapline.platforms.gem5 import binary, kernel_flavour
-        g = binary.facts(binary.find())
-        for a in arches:
-            if arch.get(a).gem5_isa in g["isas"]:
-                print(build.build(a, flavour=kernel_flavour(a, g), log=ctx.log))
+        from trapline.platforms import gem5
+        for d in gem5.build_kernels(arches, log=ctx.log):
+            print(d)
     return 0
 
 

@@ -31,7 +31,7 @@ import sys
 import time
 from functools import lru_cache
 
-from trapline import build, kernelio, machine as machines
+from trapline import arch as arch_table, build, kernelio, machine as machines
 from trapline.errors import RunFailed, UsageError
 from trapline.platforms.gem5 import binary, run as gem5_run, stats
 from trapline.platforms.gem5.machine_json import export, isa
@@ -82,6 +82,15 @@ def kernel_flavour(arch: str, g: dict) -> str:
     trapline's change sparc-glibc, gem5-freestanding (a stock gem5's SPARC SE mode stops a
     glibc program at its first system call: kernels/common/freestanding.mk)."""
     return FLAVOUR if arch != "sparc64" or GLIBC_CHANGE in g.get("changes", []) else FREESTANDING
+
+
+def build_kernels(arches, log=None) -> list:
+    """The kernels' build directories in the flavour the gem5 find() finds runs (kernel_flavour),
+    for each of `arches` whose ISA that gem5 has (`./run.sh build --for-gem5`: the Docker image
+    builds them while its cache is writable)."""
+    g = binary.facts(binary.find())
+    return [build.build(a, flavour=kernel_flavour(a, g), log=log) for a in arches
+            if arch_table.get(a).gem5_isa in g["isas"]]
 
 
 def cpu_of(m: machines.Machine) -> str:
