@@ -91,7 +91,7 @@ SPACE_COLD = 14 << 30
 SPACE_WARM = 2 << 30
 # scons's steps in a whole build of TARGET with no EXTRAS (measured: the progress estimate's
 # denominator until this machine has finished a build and recorded its own count)
-STEPS_DEFAULT = 2900
+STEPS_DEFAULT = 3577    # a whole build of v24.0.0.1 with the changes (scons steps, measured)
 SECONDS_DEFAULT = 90 * 60 * 2    # a whole build's compile time times its jobs (about 90 min on 2 cores)
 STEP = re.compile(r"^\s*\[\s*[A-Z][A-Z ]*\]\s")
 
@@ -429,10 +429,13 @@ def _scons(tree: Path, args: list[str], log_file, jobs: int | None = None, progr
     env = dict(os.environ)
     if shutil.which("ccache") and Path("/usr/lib/ccache").is_dir():
         env["PATH"] = "/usr/lib/ccache:" + env.get("PATH", "")
-    cmd = ["scons", *args, "PYTHON_CONFIG=" + python_config()]
+    # gem5's SConstruct reads PYTHON_CONFIG from the environment only (site_scons/
+    # gem5_scons/defaults.py); as a scons argument it was ignored
+    env["PYTHON_CONFIG"] = python_config()
+    cmd = ["scons", *args]
     if jobs:
         cmd.append(f"-j{jobs}")
-    log_file.write(f"$ {' '.join(cmd)}\n")
+    log_file.write(f"$ PYTHON_CONFIG={env['PYTHON_CONFIG']} {' '.join(cmd)}\n")
     log_file.flush()
     p = subprocess.Popen(cmd, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          start_new_session=True)
@@ -540,8 +543,13 @@ def build(source_flag: str | None = None, jobs: int | None = None, log=None) -> 
         log(f"building gem5 {RELEASE} with trapline's changes ({', '.join(c.name for c in changes()) or 'none'}; "
             f"sha256 {digest[:12]}) in {tree}, {jobs} jobs{', ccache' if shutil.which('ccache') else ''}; "
             f"log: {log_path}" + ("; a whole build takes about 90 minutes on 2 cores" if cold else ""))
-        prog = _Progress(log, expected if fresh else expected // 2 if cold else 60,
-                         expected_seconds=job_seconds / jobs if fresh else None)
+        if fresh or not cold:
+            steps_left, seconds_left = (expected, job_seconds / jobs) if fresh else (60, None)
+        else:   # a whole build resumed: the share of its objects still to compile
+            have = sum(1 for _ in (tree / "build" / VARIANT).rglob("*.o"))
+            steps_left = max(expected - have, 60)
+            seconds_left = job_seconds / jobs * steps_left / max(expected, 1)
+        prog = _Progress(log, steps_left, expected_seconds=seconds_left)
         try:
             status = _scons(tree, [TARGET, f"EXTRAS={extras}"], lf, jobs, prog)
         except KeyboardInterrupt:
