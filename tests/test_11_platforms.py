@@ -65,8 +65,9 @@ class GhostPlatform(Platform):
 '''
 
 
-def _platform_tree(tmp_path: Path) -> tuple[dict, Path]:
-    """The demo experiment with host, replica and ghost lanes; its kernels and platform folders."""
+def _demo_tree(tmp_path: Path, lanes: dict, modules: dict, planned: dict | None = None) -> tuple[dict, Path]:
+    """The demo experiment with its host lane and `lanes` (name -> what differs from the host's),
+    its kernels, and a platform folder of `modules` (file name -> source)."""
     kdir = _tree(tmp_path)
     demo = kdir / "zz-demo"
     demo.mkdir()
@@ -74,17 +75,26 @@ def _platform_tree(tmp_path: Path) -> tuple[dict, Path]:
     (demo / "kernel.mk").write_text(DEMO_MK)
     y = copy.deepcopy(DEMO_YAML)
     host = y["platforms"]["host"]
-    y["platforms"]["replica"] = {**copy.deepcopy(host), "criterion": "as on the host: the kernel counts its additions"}
-    y["platforms"]["ghost"] = {**copy.deepcopy(host), "criterion": "as on the host"}
-    y["planned"] = {"gem5": "gem5 with the same machine, once its platform lands"}
+    for name, differs in lanes.items():
+        y["platforms"][name] = {**copy.deepcopy(host), **differs}
+    if planned:
+        y["planned"] = planned
     (demo / "experiment.yaml").write_text(yaml.safe_dump(y, sort_keys=False))
     (demo / "README.md").write_text("# zz-demo\n\nA throwaway experiment made by the test suite.\n")
     pdir = tmp_path / "platforms"
     pdir.mkdir()
-    (pdir / "replica.py").write_text(REPLICA)
-    (pdir / "ghost.py").write_text(GHOST)
+    for name, source in modules.items():
+        (pdir / name).write_text(source)
     env = {"TRAPLINE_KERNELS": str(kdir), "TRAPLINE_PLATFORMS": str(pdir), "TRAPLINE_CACHE": str(tmp_path / "cache")}
     return env, kdir
+
+
+def _platform_tree(tmp_path: Path) -> tuple[dict, Path]:
+    """The demo experiment with host, replica and ghost lanes; its kernels and platform folders."""
+    return _demo_tree(tmp_path, {"replica": {"criterion": "as on the host: the kernel counts its additions"},
+                                 "ghost": {"criterion": "as on the host"}},
+                      {"replica.py": REPLICA, "ghost.py": GHOST},
+                      planned={"gem5": "gem5 with the same machine, once its platform lands"})
 
 
 def test_a_new_platform_is_one_module(tmp_path, results_dir):
@@ -144,6 +154,90 @@ def test_a_new_platform_is_one_module(tmp_path, results_dir):
     # a platform module outside the tree: its own source decides its points too
     assert sweep_manifest["point_keys"]["platform_sha256"] == __import__("hashlib").sha256(
         REPLICA.encode()).hexdigest()
+
+
+# A simulator as a user would add one: one module with its engine (trapline/platforms/engine.py).
+# It runs the kernel natively and charges one cycle per operation each sample reports; its
+# lanes and `simulate` are the engine's (run_lane, Engine.simulate), nothing else written.
+TALLY = '''"""A throwaway platform made by the test suite: a simulator of its own."""
+import re
+
+from trapline import simstats
+from trapline.kernelio import MODELLED_TIMER
+from trapline.platforms.base import Platform
+from trapline.platforms.engine import Engine, Ran, run_lane
+from trapline.proc import run_command
+
+
+class TallyEngine(Engine):
+    """Each sample the program prints is a region of one cycle per operation."""
+    prefix = "tally"
+    under = "the tally simulator"
+    timer = MODELLED_TIMER
+
+    def run(self, argv, timeout, cwd=None):
+        status, so, se = run_command(argv, timeout, cwd=cwd)
+        regions = [{"cycles": int(m.group(1))} for m in re.finditer(r"kind=sample .*?\\bops=(\\d+)", so)]
+        return Ran(so, se, status, regions, raw={"samples": len(regions)})
+
+    def region_ns(self, g):
+        return g["cycles"] / self.machine.clock_hz * 1e9
+
+    def region_counts(self, g, ops):
+        return {"tally_ops": ops, "tally_cycles": g["cycles"]}
+
+    def figures(self, g):
+        return simstats.figures(seconds=g["cycles"] / self.machine.clock_hz, cycles=g["cycles"])
+
+
+class TallyPlatform(Platform):
+    name = "tally"
+    label = "tally simulator"
+    meaning = "one cycle per operation the kernel reports"
+    times = "predicted"
+    column = 45
+    arch = "x86_64"
+    takes_machine = True
+    counters = ("tally_ops", "tally_cycles")
+    simulates = ("user",)
+
+    def engine(self, machine, mode):
+        return TallyEngine(machine)
+
+    def run(self, exp):
+        spec, arch, t0 = self._lane(exp)
+        m = self.use_machine(exp)
+        return run_lane(self.lane(exp), exp, self.engine(m, "user"), self.ctx.kernels(arch) / exp.kernel, 60, t0)
+'''
+
+
+def test_a_new_simulator_is_one_module_for_its_lanes_and_simulate(tmp_path, results_dir):
+    env, _ = _demo_tree(tmp_path, {"tally": {"machine": "x86-2012-server",
+                                             "criterion": "as on the host: the kernel counts its additions"}},
+                        {"tally.py": TALLY})
+
+    # its lane: the engine's run loop pairs each sample with its region
+    r = trapline("run", "zz-demo", "--platform", "tally", "--quick", env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    run = (results_dir / "latest").resolve()
+    e = json.loads((run / "entries" / "zz-demo.tally.json").read_text())
+    assert (e["status"], e["reproduced"], e["platform_label"]) == ("reproduced", 8, "tally simulator")
+    assert e["platform_facts"] == {}
+    # each sample's time and counts are its region's: one cycle per addition at the machine's 2.6 GHz
+    assert [g["variant"] for g in e["groups"]] == ["short", "long"]
+    for g in e["groups"]:
+        assert g["counts_per_op"]["cycles"] == 1.0 and g["median_ns_per_op"] == pytest.approx(1 / 2.6, rel=1e-3)
+
+    # simulate: the engine's regions and total as the common statistics, resting on the one table
+    prog = next((tmp_path / "cache" / "kernels").glob("x86_64-*/zz-demo/demo"))
+    r = trapline("simulate", "--platform", "tally", "--machine", "x86-2012-server", "--format", "json", "--",
+                 str(prog), "variant=long", "quick=1", "reps=3", "warmup=0", env=env)
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    assert (s["platform"], s["mode"], s["time_kind"], s["exit_status"]) == ("tally", "user", "simulated", 0)
+    assert [g["cycles"] for g in s["regions"]] == [80000] * 3 and s["total"]["cycles"] == 240000
+    assert s["total"]["seconds"] == pytest.approx(240000 / 2.6e9)
+    assert s["rests_on"] == {"seconds": "prediction", "cycles": "prediction"}
 
 
 def test_a_lane_for_no_platform_is_named_with_the_valid_choices(tmp_path):

@@ -25,6 +25,7 @@ from trapline import build, kernelio, machine as M
 from trapline.errors import RunFailed, UsageError
 from trapline.platforms.gem5 import machine_json as G
 from trapline.platforms.gem5 import binary, run, stats
+from trapline.platforms.gem5.engine import Gem5Engine
 from trapline.platforms.model.counters import COUNTERS as MODEL_COUNTERS
 
 from conftest import ROOT
@@ -163,9 +164,10 @@ def test_pair_regions_gives_samples_gem5s_time_and_counts():
     out = kernelio.parse("TL exp=e kind=sample variant=row rep=0 ops=100 ns=999999 rows=4\n"
                          "TL exp=e kind=sample variant=row rep=1 ops=100 ns=999999 rows=4\n")
     regions, _ = stats.regions(BLOCK.format(ticks=3850, insts=7, miss=2) * 3, 2.6e9)
-    assert stats.pair_regions(out, regions[:1], "e row") == \
+    engine = Gem5Engine(M.load("x86-2012-server"))
+    assert engine.pair(out, regions[:1], "e row") == \
         "e row: gem5 dumped 1 regions for 2 samples; they must pair up one to one (is the kernel built in the gem5 flavour?)"
-    assert stats.pair_regions(out, regions, "e row") is None
+    assert engine.pair(out, regions, "e row") is None
     assert [s["ns"] for s in out.samples] == [4, 4] and out.timer["source"] == "gem5"
     counts = {(c["rep"] if "rep" in c else None, c["name"]): c["value"] for c in out.counts}
     assert counts[(None, "gem5_l1d_misses")] == 2 and counts[(None, "gem5_ops")] == 100
@@ -303,7 +305,7 @@ def test_a_thread_needs_a_core(gem5_binary):
     two = run.simulate(m, argv, cpu="timing", cores=run.cores_for(args), gem5=gem5_binary)
     assert two.error is None and two.status == 0, two.stderr[-2000:]
     out = kernelio.parse(two.stdout)
-    assert stats.pair_regions(out, two.regions, "stl") is None and len(out.samples) == 1
+    assert Gem5Engine(m).pair(out, two.regions, "stl") is None and len(out.samples) == 1
     assert any(c["value"] == "ok" for c in out.checks)
 
 
@@ -322,21 +324,22 @@ def test_gem5_and_the_model_agree_on_l1d_misses(gem5_binary, kernel, runs):
     """Issue 20's done-when: on x86-2012-server, gem5's (O3) and the model's L1D
     misses per operation agree within 25%: both are LRU set-associative caches of
     the same shape."""
-    from trapline.platforms.model import pair_regions, simulate
+    from trapline.platforms.model.engine import ModelEngine
     from trapline.platforms.model.plugin_build import plugin_path
     m = M.load("x86-2012-server")
     plugin = plugin_path()
     for args in runs:
         default = build.build("x86_64") / kernel
-        st, so, se, status = simulate("x86_64", plugin, m, [str(default)] + args)
-        assert status == 0, se[-2000:]
-        model = kernelio.parse(so)
-        assert pair_regions(model, [g for g in st["regions"] if g.get("marked")], m.clock_hz, kernel) is None
-        r = run.simulate(m, [str(build.build("x86_64", flavour="gem5") / kernel)] + args, cpu="o3", gem5=gem5_binary)
+        ran = ModelEngine(m, plugin).run([str(default)] + args, 900)
+        assert ran.status == 0, ran.stderr[-2000:]
+        model = kernelio.parse(ran.stdout)
+        assert ModelEngine(m, plugin).pair(model, [g for g in ran.raw["regions"] if g.get("marked")], kernel) is None
+        engine = Gem5Engine(m, "o3", gem5_binary)
+        r = engine.run([str(build.build("x86_64", flavour="gem5") / kernel)] + args, 1800)
         assert r.error is None and r.status == 0, r.error or r.stderr[-2000:]
-        assert json.loads(json.dumps(r.gem5))["sha256"] and r.config_sha256
+        assert json.loads(json.dumps(r.raw["gem5"]))["sha256"] and r.raw["config_sha256"]
         g5 = kernelio.parse(r.stdout)
-        assert stats.pair_regions(g5, r.regions, kernel) is None
+        assert engine.pair(g5, r.regions, kernel) is None
         assert [s["ops"] for s in g5.samples] == [s["ops"] for s in model.samples]
         ours, theirs = _per_op(g5, "gem5", "l1d_misses"), _per_op(model, "model", "l1d_misses")
         assert ours.keys() == theirs.keys()

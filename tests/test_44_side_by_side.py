@@ -240,7 +240,8 @@ def gem5_entry(model_run, gem5_binary):
     """loop-order under the REAL gem5 (timing CPU) with the model lane's quick arguments at
     128x128, judged by the model lane's metrics with gem5's counters: gem5's entry."""
     from trapline import build, entry, machine as machines
-    from trapline.platforms.gem5 import run as g5run, stats
+    from trapline.platforms.gem5 import run as g5run
+    from trapline.platforms.gem5.engine import Gem5Engine
     exp = experiment.get("loop-order")
     spec = copy.deepcopy(exp.platform("model"))
     for f in spec["figures"]:  # gem5_* where the model lane reads model_*
@@ -255,7 +256,7 @@ def gem5_entry(model_run, gem5_binary):
                              gem5=gem5_binary, cwd=binary.parent)
         assert res.error is None and res.status == 0, res.error or res.stderr[-2000:]
         o = kernelio.parse(res.stdout)
-        assert stats.pair_regions(o, res.regions, "loop-order") is None
+        assert Gem5Engine(m).pair(o, res.regions, "loop-order") is None
         out.extend(o)
     judged = analysis.judge(spec, exp.headline, out, None, counts_prefix=entry.counts_prefix(Gem5Facts))
     e = entry.build(exp, "gem5", judged, Gem5Facts)

@@ -65,6 +65,15 @@ SCALARS = (
 # the figures that are a mapping: name -> count
 MAPS = (("traps", "traps by kind"), ("memory_reads_by_node", "reads that reached memory, by NUMA node"))
 
+# what each figure of a simulator rests on: what executed is counted (the same on any timing),
+# what the machine description decides is a prediction. The one table: a simulator's engine
+# names only where it differs, and why (trapline/platforms/engine.py, Engine.rests_on_here)
+RESTS_ON = {"seconds": PREDICTION, "cycles": PREDICTION, "instructions": COUNTED, "l1i_accesses": COUNTED,
+            "l1d_accesses": COUNTED, "traps": COUNTED,
+            **{k: PREDICTION for k in ("l1i_misses", "l1d_misses", "l1d_misses_in_flight", "l2_accesses", "l2_misses",
+                                       "l3_accesses", "l3_misses", "itlb_misses", "dtlb_misses",
+                                       "memory_reads_by_node")}}
+
 
 @dataclass
 class Run:

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 # more folders of platform modules, scanned like this one
 __path__ = list(__path__) + [p for p in os.environ.get("TRAPLINE_PLATFORMS", "").split(os.pathsep) if p]
-NOT_PLATFORMS = ("base",)  # the modules of this folder that are not platforms
+NOT_PLATFORMS = ("base", "engine")  # the modules of this folder that are not platforms (what they share)
 
 
 @lru_cache(maxsize=1)

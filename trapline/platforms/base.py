@@ -292,11 +292,20 @@ class Platform:
                     f"is {machine.arch}")
         return None
 
+    def engine(self, machine, mode: str):
+        """A simulator's engine (trapline/platforms/engine.py) for the machine in `mode`: what
+        its lanes and `simulate` run a program with. None: it is not a simulator."""
+        return None
+
     def simulate(self, machine, program, argv: list[str], mode: str, timeout: float):
         """`./run.sh simulate`: the user's checked program (trapline.program.Program; argv:
         its path and arguments) on this platform; a trapline.simstats.Run (the common stats,
-        the program's output and exit status). simulate_problem said it can."""
-        raise UsageError(self.simulate_problem(machine, mode) or f"platform '{self.name}' does not simulate")
+        the program's output and exit status). simulate_problem said it can. A simulator's
+        engine runs it; a platform that is not one says how it runs a program here."""
+        engine = self.engine(machine, mode)
+        if engine is None:
+            raise UsageError(self.simulate_problem(machine, mode) or f"platform '{self.name}' does not simulate")
+        return engine.simulate(type(self), program, argv, mode, timeout)
 
     def _lane(self, exp) -> tuple[dict, str, float]:
         """A guest or model run's start: its lane of the experiment, the lane's arch, the start time."""

@@ -25,56 +25,21 @@ get them (why_lane_unavailable). docs/gem5.md.
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
-import time
-from functools import lru_cache
 
-from trapline import arch as arch_table, build, kernelio, machine as machines
+from trapline import arch as arch_table, build, machine as machines
 from trapline.errors import RunFailed, UsageError
-from trapline.platforms.gem5 import binary, run as gem5_run, stats
-from trapline.platforms.gem5.machine_json import export, isa
-from trapline.paths import ROOT
-from trapline.platforms.base import (CommandOption, Lane, Platform, PlatformRun, check_kernel_sets, kernel_args,
-                                     machine_lines, machine_provenance)
-from trapline.proc import tail
+from trapline.platforms.gem5 import binary, run as gem5_run
+from trapline.platforms.gem5.engine import Gem5Engine
+from trapline.platforms.gem5.machine_json import isa
+from trapline.platforms.base import CommandOption, Lane, Platform, PlatformRun, check_kernel_sets, machine_lines
+from trapline.platforms.engine import run_lane
 
 FLAVOUR = "gem5"          # the kernels' build flavour with m5-op region markers (kernels/common)
 FREESTANDING = "gem5-freestanding"  # ... whose listed sparc64 kernels link without glibc
 GLIBC_CHANGE = "sparc-glibc"        # trapline's change that lets SPARC SE start a glibc program
 TIMEOUT_S = 3600          # a full-size run on the O3 CPU is slow (about 0.3 M instructions/s)
 CPU_FIELD = "gem5.cpu"    # the machine field (and --set key) that picks the CPU model
-
-
-@lru_cache(maxsize=None)
-def _params_module():
-    """gem5_configs/trapline_gem5/params.py (plain Python: gem5's side of the machine mapping)."""
-    path = ROOT / "gem5_configs" / "trapline_gem5" / "params.py"
-    spec = importlib.util.spec_from_file_location("trapline_gem5_params", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # (its dataclasses look their module up)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def unused_fields(m: machines.Machine, g: dict | None = None, exported: dict | None = None) -> frozenset[str]:
-    """The machine fields gem5 (facts `g`, default the one found) does not read: params.py
-    notes them instead of mapping them (the model-only costs such as traps.cost, or on a
-    stock gem5 atomics.split_lock_cost), so a parameter fitted to a claim that gem5
-    ignores does not make gem5's figure 'fitted'. exported: export(m), when made already."""
-    p = _params_module().from_machine(exported or export(m), changes=_changes(g))
-    return frozenset(n.field for n in p.notes if n.field not in p.mapped)
-
-
-def _changes(g: dict | None) -> list[str]:
-    """trapline's changes in the gem5 of facts g (None: the gem5 found; none found: [])."""
-    if g is None:
-        try:
-            g = binary.facts(binary.find())
-        except (UsageError, RunFailed):
-            return []
-    return list(g.get("changes", []))
 
 
 def kernel_flavour(arch: str, g: dict) -> str:
@@ -205,60 +170,18 @@ class Gem5Platform(Platform):
             return str(e)
         return None
 
-    def simulate(self, machine: machines.Machine, program, argv: list[str], mode: str, timeout: float):
+    def engine(self, machine: machines.Machine, mode: str):
         """The user's program in gem5 SE mode on the machine, on its gem5.cpu (--set gem5.cpu=...)."""
-        from trapline.platforms.gem5 import simulated
-        return simulated.simulate(type(self), machine, program, argv, timeout, cpu=cpu_of(machine))
+        return Gem5Engine(machine, cpu_of(machine))
 
     def run(self, exp) -> PlatformRun:
         ctx, log = self.ctx, self.ctx.log
         spec, arch, t0 = self._lane(exp)
         m = self.use_machine(exp)
-        gem5 = binary.find()
-        facts = binary.facts(gem5)
         cpu = cpu_of(m)
-        exported = export(m)  # the machine as gem5's JSON, once for every run of the lane
-        flavour = kernel_flavour(arch, facts)
+        engine = Gem5Engine(m, cpu, binary.find(), cores_by_args=True)
+        engine.flavour = flavour = kernel_flavour(arch, engine.gem5_facts)
         bindir = ctx.tool(f"kernels-{flavour}-{arch}", lambda: build.build(arch, log=log, flavour=flavour)) / exp.kernel
-        output = kernelio.KernelOutput()
-        raw, shown, per_run = [], [], []
-        log(f"{exp.id}: {binary.described(facts)} ({cpu} CPU, {flavour} kernels), machine "
+        log(f"{exp.id}: {binary.described(engine.gem5_facts)} ({cpu} CPU, {flavour} kernels), machine "
             f"{m.name}{' with ' + ' '.join(m.sets) if m.sets else ''}")
-        for i, r in enumerate(spec.get("runs", [])):
-            args = kernel_args(ctx, exp, r, self.kernel_sets)
-            argv = [str(bindir / r["binary"])] + args
-            shown.append([f"{exp.kernel}/{r['binary']}"] + args)
-            what = " ".join(shown[-1])
-            cores = gem5_run.cores_for(dict(a.split("=", 1) for a in args))
-            log(f"{exp.id} [{i + 1}/{len(spec['runs'])}] {what} ({cores} core(s))")
-            g = gem5_run.simulate(m, argv, cpu=cpu, cores=cores, gem5=gem5, cwd=bindir,
-                                  timeout=ctx.timeout_for(r.get("timeout_s", TIMEOUT_S)), exported=exported)
-            raw.append(f"$ {' '.join(g.cmd)}\n{g.stdout}{g.stderr}")
-            per_run.append({"run": what, "cpu": cpu, "cores": cores, "config_sha256": g.config_sha256,
-                            "ticks": g.ticks, "regions": len(g.regions), "wall_seconds": round(g.seconds, 2),
-                            "instructions": (g.tail_region or {}).get("instructions_since_start")})
-            err = g.error
-            if err is None and g.status != 0:
-                err = f"{what} exited with status {g.status} under gem5; last output:\n{tail(g.stdout + g.stderr)}"
-            if err is None:
-                out = kernelio.parse(g.stdout)
-                err = stats.pair_regions(out, g.regions, what)
-                if err is None:
-                    output.extend(out)
-            if err:
-                run = PlatformRun(output, "\n".join(raw), shown, error=f"{what}: {err}" if not err.startswith(what)
-                                  else err, seconds=time.monotonic() - t0)
-                run.facts = self._facts(exp, m, cpu, facts, per_run, flavour, exported)
-                return run
-        hashes = {f"{exp.kernel}/{k}": v for k, v in build.binary_hashes(bindir).items()}
-        run = PlatformRun(output, "\n".join(raw), shown, binaries=hashes, seconds=time.monotonic() - t0)
-        run.facts = self._facts(exp, m, cpu, facts, per_run, flavour, exported)
-        return run
-
-    def _facts(self, exp, m: machines.Machine, cpu: str, g: dict, per_run: list[dict], flavour: str,
-               exported: dict) -> dict:
-        return {**machine_provenance(exp, m, unused_fields(m, g, exported)), "cpu": cpu, "deterministic": True,
-                "gem5_version": g.get("version"), "gem5_sha256": g.get("sha256"), "gem5_build": g.get("build"),
-                "gem5_changes": g.get("changes", []), "gem5_changes_sha256": g.get("changes_sha256"),
-                "kernel_flavour": flavour, "runs": per_run,
-                "config_sha256": sorted({r["config_sha256"] for r in per_run if r["config_sha256"]})}
+        return run_lane(self.lane(exp), exp, engine, bindir, TIMEOUT_S, t0)

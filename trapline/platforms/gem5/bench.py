@@ -6,7 +6,7 @@ interleaved run (model/bench-gem5.sh runs it; figures: docs/performance.md).
 
 Each configuration runs the whole program (start-up included):
 
-    model         qemu-<arch> with trapline's plugin, the default build (trapline.platforms.model.simulate)
+    model         qemu-<arch> with trapline's plugin, the default build (trapline.platforms.model.engine.simulate)
     gem5-timing   gem5 gem5_configs/run_se.py --cpu timing, the gem5 build flavour (trapline.platforms.gem5.run.simulate)
     gem5-o3       the same with --cpu o3
 
@@ -50,7 +50,7 @@ def _load() -> str:
 
 def one(conf: str, m: machines.Machine, kernel: list[str], gem5, plugin) -> tuple[int, float, float]:
     """(instructions, wall s, CPU s) of one run of the whole program."""
-    from trapline.platforms.model import simulate as model_simulate
+    from trapline.platforms.model.engine import simulate as model_simulate
     in_gem5 = conf.startswith("gem5-")  # gem5-timing, gem5-o3; else the timing model
     flavour = "gem5" if in_gem5 else ""
     prog = build.build(m.arch, flavour=flavour) / kernel[0]

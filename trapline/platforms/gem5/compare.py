@@ -24,7 +24,7 @@ import time
 
 from trapline import arch as arch_table, build, kernelio, machine as machines
 from trapline.errors import RunFailed
-from trapline.platforms.gem5 import binary, run, stats
+from trapline.platforms.gem5 import binary, run
 from trapline.platforms.gem5.machine_json import cli_status
 
 # the counts shown per operation, by suffix (gem5_<s> beside model_<s>)
@@ -53,8 +53,10 @@ def _label(s: dict) -> str:
 
 
 def compare(machine: str, runs: list[str], cpus: list[str], gem5=None, log=print) -> list[dict]:
-    """One row per sample group and simulator: {"group", "sim", "ns_per_op", "<suffix>": per op, "seconds"}."""
-    from trapline.platforms.model import simulate as model_simulate, pair_regions as model_pair
+    """One row per sample group and simulator: {"group", "sim", "ns_per_op", "<suffix>": per op, "seconds"}.
+    Each simulator is its engine (trapline/platforms/engine.py), as in an experiment's lanes."""
+    from trapline.platforms.gem5.engine import Gem5Engine
+    from trapline.platforms.model.engine import ModelEngine
     from trapline.platforms.model.plugin_build import plugin_path
     m = machines.load(machine)
     arch = m.arch
@@ -66,37 +68,22 @@ def compare(machine: str, runs: list[str], cpus: list[str], gem5=None, log=print
     for spec in runs:
         argv = shlex.split(spec)
         rel = argv[0]
-        what = spec
-        t0 = time.monotonic()
-        kargs = dict(a.split("=", 1) for a in argv[1:] if "=" in a)
-        cores = run.cores_for(kargs)
+        cores = run.cores_for(dict(a.split("=", 1) for a in argv[1:] if "=" in a))
         # threads under the model: the lockstep lane (docs/model.md), as stl-alloc-scaling's model lane
-        st, so, se, status = model_simulate(arch, plugin, m, [str(default / rel)] + argv[1:], cwd=(default / rel).parent,
-                                            extra=["lockstep=on"] if cores > 1 else [])
-        if status != 0:
-            raise RunFailed(f"{what}: the model run exited with {status}:\n{se[-2000:]}")
-        out = kernelio.parse(so)
-        regions = [g for g in st.get("regions", []) if g.get("marked") and g.get("vcpu", 0) == 0]
-        err = model_pair(out, regions, m.clock_hz, what)
-        if err:
-            raise RunFailed(err)
-        secs = time.monotonic() - t0
-        for key, g in _groups(out, "model").items():
-            rows.append({"group": g.pop("label"), "sim": "model", "ns_per_op": g.pop("ns"), "seconds": secs, **g})
-        log(f"model  {what}: {secs:.1f} s")
-        for cpu in cpus:
-            r = run.simulate(m, [str(flavoured / rel)] + argv[1:], cpu=cpu, cores=cores, gem5=gem5,
-                             cwd=(flavoured / rel).parent)
-            if r.error or r.status != 0:
-                raise RunFailed(f"{what} under gem5 ({cpu}): {r.error or f'exit status {r.status}'}\n{r.stderr[-2000:]}")
-            out = kernelio.parse(r.stdout)
-            err = stats.pair_regions(out, r.regions, what)
+        engines = [("model", ModelEngine(m, plugin, lockstep=cores > 1), default)]
+        engines += [(f"gem5-{cpu}", Gem5Engine(m, cpu, gem5, cores_by_args=True), flavoured) for cpu in cpus]
+        for sim, engine, bindir in engines:
+            t0 = time.monotonic()
+            ran = engine.run([str(bindir / rel)] + argv[1:], run.TIMEOUT_S, cwd=(bindir / rel).parent)
+            err = engine.failure(f"{spec} ({sim})", ran)
+            out = kernelio.parse(ran.stdout)
+            err = err or engine.pair(out, engine.lane_regions(ran), spec)
             if err:
                 raise RunFailed(err)
-            for key, g in _groups(out, "gem5").items():
-                rows.append({"group": g.pop("label"), "sim": f"gem5-{cpu}", "ns_per_op": g.pop("ns"),
-                             "seconds": r.seconds, **g})
-            log(f"gem5 {cpu:6} {what}: {r.seconds:.1f} s")
+            secs = time.monotonic() - t0
+            for key, g in _groups(out, engine.prefix).items():
+                rows.append({"group": g.pop("label"), "sim": sim, "ns_per_op": g.pop("ns"), "seconds": secs, **g})
+            log(f"{sim:11} {spec}: {secs:.1f} s")
     return rows
 
 

@@ -16,7 +16,7 @@ side by suffix: gem5_l1d_misses beside model_l1d_misses.
 
     blocks = parse(Path("m5out/stats.txt").read_text())
     regions = [region(b, clock_hz) for b in blocks[:-1]]     # the marked regions
-    pair_regions(kernel_output, regions, "loop-order variant=row")  # sample i <- region i
+    engine.Gem5Engine(machine).pair(kernel_output, regions, "loop-order variant=row")  # sample i <- region i
 
 Stat names were read from a real stats.txt of gem5 v24.0.0.1 with
 trapline_gem5's board (gem5_configs/trapline_gem5): per-core objects are
@@ -31,7 +31,6 @@ import math
 import re
 from dataclasses import dataclass
 
-from trapline import kernelio
 
 BEGIN = "---------- Begin Simulation Statistics ----------"
 END = "---------- End Simulation Statistics   ----------"
@@ -316,16 +315,6 @@ def regions(text: str, clock_hz: float) -> tuple[list[dict], dict | None]:
 def region_counts(g: dict, ops: int) -> dict[str, int]:
     """A region's gem5_* counters for a sample of `ops` operations."""
     return {"gem5_ops": ops, **g["counts"]}
-
-
-def pair_regions(out: kernelio.KernelOutput, regions_: list[dict], what: str) -> str | None:
-    """Give sample i gem5's time of region i (its simulated ticks, as ns) and cycles, and
-    its counts as gem5_* counters with the sample's parameters (kernelio.pair_regions, as
-    the model's pair_regions does with model_*); an error message if they do not pair one to one."""
-    return kernelio.pair_regions(out, regions_, what, "gem5 dumped {regions} regions for {samples} samples; they "
-                                 "must pair up one to one (is the kernel built in the gem5 flavour?)",
-                                 ns=lambda g: g["ticks"] / 1000, counts=region_counts,
-                                 timer={"source": "gem5", "res_ns": 0, "min_delta_ns": 0})
 
 
 def markdown() -> str:

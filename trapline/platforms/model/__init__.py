@@ -27,46 +27,22 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import tempfile
 import time
 from pathlib import Path
 
-from trapline import arch as arch_table, build, guest, images, kernelio, machine as machines
+from trapline import arch as arch_table, guest, kernelio, machine as machines
 from trapline.errors import UsageError
-from trapline.kernelio import MODELLED_TIMER
-from trapline.platforms.base import (GuestLane, Lane, Platform, PlatformRun, calibrated_on as base_calibrated_on,
-                                     check_kernel_sets, guest_line, kernel_args, machine_lines, machine_provenance,
-                                     rests_on)
-from trapline.platforms.model.counters import COUNTERS, region_counts
+from trapline.platforms.base import (GuestLane, Lane, Platform, PlatformRun, check_kernel_sets, guest_line, machine_lines)
+from trapline.platforms.engine import run_lane
+from trapline.platforms.model.counters import COUNTERS
+from trapline.platforms.model.engine import (TIMEOUT_S, GuestEngine, ModelEngine,
+                                             guest_plugin_options, machine_facts)
 from trapline.platforms.model.plugin_build import TOOL as PLUGIN_TOOL, plugin as built_plugin
-from trapline.proc import run_command, tail, tool_version
+from trapline.proc import tail, tool_version
 
-TIMEOUT_S = 900
-# a user-mode kernel's whole environment: fixed, since QEMU puts it on the kernel's
-# stack and its size moves stack addresses, and so a few modelled cache misses
-KERNEL_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C"}
 GUEST_TIMEOUT_S = {True: 600, False: 2400}  # quick, full
-# the plugin's lockstep counts of order it could not keep (model/plugin/contention.c's
-# "lockstep" stats: a turn waited 10 s, a full lock-line or futex-event table)
-LOCKSTEP_LOSSES = ("timeouts", "lines_dropped", "events_dropped")
 # (the guest lane's -icount arguments per architecture: trapline/arch.py)
-
-
-def simulate(arch: str, plugin: Path, machine: machines.Machine, argv: list[str], timeout: float = TIMEOUT_S,
-             cwd: Path | None = None, extra: list[str] | tuple[str, ...] = ()) -> tuple[dict, str, str, int | None]:
-    """Run argv under qemu-<arch> with the model (extra: more plugin options, the lane's own, e.g.
-    lockstep=on); returns (stats, stdout, stderr, status)."""
-    with tempfile.TemporaryDirectory(prefix="trapline-model-") as tmp:
-        out = Path(tmp) / "stats.json"
-        opts = ",".join([str(plugin), f"arch={arch}", f"out={out}", *machine.plugin_args, *extra])
-        a = arch_table.get(arch)
-        cmd = [a.qemu_user, "-plugin", opts]
-        if a.sysroot:
-            cmd += ["-L", a.sysroot]
-        status, so, se = run_command(cmd + argv, timeout, cwd=cwd, env=KERNEL_ENV)
-        stats = json.loads(out.read_text()) if out.exists() and out.stat().st_size else {}
-    return stats, so, se, status
 
 
 class UserLane(Lane):
@@ -90,48 +66,11 @@ class UserLane(Lane):
 
     def run(self, exp, m: machines.Machine, t0: float) -> PlatformRun:
         """The kernel's runs one after another under qemu-<arch> with the plugin."""
-        ctx, log, spec, arch = self.ctx, self.ctx.log, self.spec, self.arch
-        kset = self.platform.kernel_sets
-        plugin = built_plugin(ctx)
-        ctx.use(self.platform.name, arch)
-        bindir = ctx.kernels(arch) / exp.kernel
-        clock = m.clock_hz
-        output = kernelio.KernelOutput()
-        raw, shown, regions_total = [], [], 0
-        lost = dict.fromkeys(LOCKSTEP_LOSSES, 0)
-        log(f"{exp.id}: timing model, machine {m.name}{' with ' + ' '.join(m.sets) if m.sets else ''}")
-        for i, r in enumerate(spec.get("runs", [])):
-            argv = [str(bindir / r["binary"])] + kernel_args(ctx, exp, r, kset)
-            shown.append([f"{exp.kernel}/{r['binary']}"] + argv[1:])
-            log(f"{exp.id} [{i + 1}/{len(spec['runs'])}] {' '.join(shown[-1])}")
-            stats, so, se, status = simulate(arch, plugin, m, argv, ctx.timeout_for(r.get("timeout_s", TIMEOUT_S)),
-                                             cwd=bindir, extra=["lockstep=on"] if spec.get("lockstep") else [])
-            raw.append(f"$ {' '.join(shown[-1])}\n{so}{se}\n--- model stats ---\n{json.dumps(stats, indent=1)}")
-            err = None
-            if status is None:
-                err = f"{' '.join(shown[-1])} timed out under the model; last output:\n{tail(so + se)}"
-            elif status != 0:
-                err = f"{' '.join(shown[-1])} exited with status {status} under the model; last output:\n{tail(so + se)}"
-            if err:
-                return PlatformRun(output, "\n".join(raw), shown, error=err, seconds=time.monotonic() - t0)
-            out = kernelio.parse(so)
-            regions = [g for g in stats.get("regions", []) if g.get("marked") and g.get("vcpu", 0) == 0]
-            err = pair_regions(out, regions, clock, " ".join(shown[-1]))
-            if err:
-                return PlatformRun(output, "\n".join(raw), shown, seconds=time.monotonic() - t0, error=err)
-            regions_total += len(regions)
-            output.extend(out)
-            for k in lost:
-                lost[k] += stats.get("lockstep", {}).get(k, 0)
-        hashes = {f"{exp.kernel}/{k}": v for k, v in build.binary_hashes(bindir).items()}
-        run = PlatformRun(output, "\n".join(raw), shown, binaries=hashes, seconds=time.monotonic() - t0)
-        run.facts = machine_facts(exp, m, regions_total)
-        if spec.get("lockstep"):  # the clocks order the threads, but a few host races remain (docs/model.md)
-            run.facts.update(lockstep=True, deterministic=False, lockstep_losses=lost)
-            if any(lost.values()):
-                log(f"{exp.id}: the lockstep timeline lost order in this run: "
-                    f"{', '.join(f'{k} {v}' for k, v in lost.items() if v)} (docs/model.md)")
-        return run
+        ctx = self.ctx
+        ctx.use(self.platform.name, self.arch)
+        ctx.log(f"{exp.id}: timing model, machine {m.name}{' with ' + ' '.join(m.sets) if m.sets else ''}")
+        engine = ModelEngine(m, built_plugin(ctx), lockstep=bool(self.spec.get("lockstep")), log=ctx.log)
+        return run_lane(self, exp, engine, ctx.kernels(self.arch) / exp.kernel, TIMEOUT_S, t0)
 
 
 class GuestModelLane(GuestLane):
@@ -162,17 +101,15 @@ class GuestModelLane(GuestLane):
         commands, shown = guest.guest_commands(ctx, exp, spec, kset)
         timeout = ctx.timeout_for(spec.get("boot_timeout_s", GUEST_TIMEOUT_S[ctx.quick]))
         output = kernelio.KernelOutput()
+        engine = ModelEngine(m, built_plugin(ctx))
         with tempfile.TemporaryDirectory(prefix="trapline-model-guest-") as tmp:
             out = Path(tmp) / "stats.json"
-            opts = [str(built_plugin(ctx)), f"arch={arch}", f"out={out}"] + guest_plugin_args(m, image)
-            if lat:
-                opts += [f"numa_mem={':'.join(str(b) for b in layout['node_bytes'])}",
-                         f"numa_cpus={':'.join(str(c) for c in layout['cpu_nodes'])}"]
             log(f"{exp.id}: booting the {arch} guest under the timing model ({m.name}) with "
                 f"{len(commands)} command(s)")
             # from the image's snapshot (booted once to its init), with the plugin loaded at restore
             b, retried = guest.boot_once_more_if_silent(exp.id, image, commands, timeout, log, snapshot=True,
-                                                        qemu_extra=["-plugin", ",".join(opts)] + list(a.icount))
+                                                        qemu_extra=["-plugin", guest_plugin_options(
+                                                            m, image, engine.plugin, out)] + list(a.icount))
             stats = json.loads(out.read_text()) if out.exists() and out.stat().st_size else {}
         raw = f"$ {b.qemu_cmdline}\n{b.console}\n--- boot.sh ---\n{b.stderr}\n--- model stats ---\n" \
               f"{json.dumps(stats, indent=1)}"
@@ -187,7 +124,7 @@ class GuestModelLane(GuestLane):
         for text, what in zip(outs if err is None else [], shown):
             o = kernelio.parse(text)
             mine, regions = regions[:len(o.samples)], regions[len(o.samples):]
-            err = pair_regions(o, mine, m.clock_hz, " ".join(what))
+            err = engine.pair(o, mine, " ".join(what))
             if err:
                 break
             output.extend(o)
@@ -262,59 +199,7 @@ class ModelPlatform(Platform):
                     f"(--set the numa group)")
         return None
 
-    def simulate(self, machine: machines.Machine, program, argv: list[str], mode: str, timeout: float):
-        from trapline.platforms.model import simulated
-        if mode == "guest":
-            return simulated.guest_run(self, machine, argv, program, timeout, guest_plugin_args)
-        raw, so, se, status = simulate(machine.arch, built_plugin(self.ctx), machine, argv, timeout)
-        return simulated.user_run(type(self), machine, program, argv, raw, so, se, status, timeout)
+    def engine(self, machine: machines.Machine, mode: str):
+        plugin = built_plugin(self.ctx)
+        return GuestEngine(machine, plugin, self.ctx) if mode == "guest" else ModelEngine(machine, plugin)
 
-def guest_plugin_args(m: machines.Machine, image: images.Image) -> list[str]:
-    """The machine's plugin options for a whole guest: only the regions are
-    modelled (fast_forward=2: the boot, and what runs between regions, such as
-    a buffer's first touch or the next command's start, run at nearly plain QEMU
-    speed; caches and TLBs start cold at the first region and keep, between
-    regions, the state the last one left; each experiment's repetitions make the
-    first one a warm-up); until the first region only the blocks that hold a
-    marker are instrumented (ff_reset=1, model/plugin/ffreset.c: the boot, or a
-    restored guest's first command's start, at plain QEMU speed, with the same
-    counts; TRAPLINE_FF_RESET=0 turns that off). On sparc64 the plugin is
-    told where Linux's trap table is (trap_table=, its entries are then counted
-    by kind) and its own register-window model is off (nwindows=0): the guest
-    kernel's spill and fill handlers run under the model instead, so counting
-    the plugin's windows too would charge every spill twice."""
-    ff_reset = "0" if os.environ.get("TRAPLINE_FF_RESET") == "0" else "1"  # 0: for comparisons (bench-rerun.sh)
-    args = [*m.plugin_args, "fast_forward=2", f"ff_reset={ff_reset}"]
-    if image.arch != "sparc64":
-        return args
-    args = [a for a in args if a.split("=", 1)[0] not in ("nwindows", "window_trap")]
-    return args + ["nwindows=0", "window_trap=0", f"trap_table={images.symbol(image, 'sparc64_ttable_tl0')}",
-                   # each switch of address space empties the model's TLBs (model/plugin/context.c)
-                   f"ctx_switch={images.symbol(image, '__tsb_context_switch')}"]
-
-
-def pair_regions(out: kernelio.KernelOutput, regions: list[dict], clock: float, what: str) -> str | None:
-    """Give sample i the model's time of region i (cycles / clock) and its
-    event counts as model_* counters with the sample's parameters
-    (kernelio.pair_regions); an error message if they do not pair up one to one."""
-    return kernelio.pair_regions(out, regions, what, "the model reported {regions} regions for {samples} samples; "
-                                 "they must pair up one to one", ns=lambda g: g["cycles"] / clock * 1e9,
-                                 counts=region_counts, timer=MODELLED_TIMER)
-
-
-# In system mode a trap runs the guest kernel's own handler under the model: no
-# lump trap cost (the plugin charges traps.cost only in user mode) and, on
-# sparc64, no window-trap cost (guest_plugin_args): a guest lane does not use them.
-UNUSED_IN_GUEST = frozenset({"traps.cost", "windows.spill_fill_cost"})
-
-
-def calibrated_on(exp, m: machines.Machine, guest: bool) -> list[str]:
-    """The machine parameters fitted to this experiment's own claim that its model lane uses."""
-    return base_calibrated_on(exp, m, UNUSED_IN_GUEST if guest else frozenset())
-
-
-def machine_facts(exp, m: machines.Machine, regions: int, guest: bool = False) -> dict:
-    f = machine_provenance(exp, m, UNUSED_IN_GUEST if guest else frozenset())
-    keys = ("machine", "machine_sets", "machine_file_sha256", "clock_hz")
-    return {**{k: f[k] for k in keys}, "regions": regions, "deterministic": True,
-            **{k: v for k, v in f.items() if k not in keys}}
