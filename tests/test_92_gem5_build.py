@@ -115,7 +115,7 @@ def test_a_change_set_that_drops_a_patch_brings_back_the_release_files(release_f
     shutil.rmtree(work / "sparc-glibc")
     monkeypatch.setattr(from_source, "CHANGES_DIR", work)
     written = from_source.apply_changes(tree, log=lambda s: None)
-    assert written == ["src/arch/sparc/linux/linux.hh", "src/arch/sparc/linux/syscalls.cc"]
+    assert written == ["src/arch/sparc/linux/linux.hh", "src/arch/sparc/linux/syscalls.cc", "src/sim/syscall_emul.hh"]
     assert (tree / "src/arch/sparc/linux/syscalls.cc").read_bytes() == pristine
     # a file whose content stays is not rewritten (scons sees no change there)
     assert (tree / "src/sim/process.hh").stat().st_mtime_ns == untouched_mtime
