@@ -217,6 +217,25 @@ def test_plugin_args_are_exactly_the_contract():
         if "numa" in m.data:  # the NUMA options follow mem_lat
             i = keys.index("mem_lat") + 1
             keys[i:i] = ["numa_nodes", "numa_lat", "numa_interleave"]
+        # the memory's channels follow mem_lat, the core's window and MSHRs precede the prefetchers, and a
+        # prefetcher's other options follow its degree: each only with its field
+        i = keys.index("mem_lat") + 1
+        keys[i:i] = [k for k, f in (("mem_channels", "memory.channels"), ("mem_width", "memory.channel_width"),
+                                    ("mem_rate", "memory.transfer_rate")) if m.has(f)]
+        i = keys.index("l1d_pf_next")
+        keys[i:i] = [k for k, f in (("core", "core"), ("rob", "core.rob"), ("lq", "core.load_queue"),
+                                    ("sb", "core.store_buffer"), ("l1d_mshrs", "caches.l1d.mshrs"),
+                                    ("l2_mshrs", "caches.l2.mshrs"), ("l3_mshrs", "caches.l3.mshrs")) if m.has(f)]
+        for lvl in ("l1d", "l2"):
+            g = f"caches.{lvl}.prefetch"
+            for after, extra in ((f"{lvl}_pf_next", [(f"{lvl}_pf_next_page", f"{g}.next-line")]),
+                                 (f"{lvl}_pf_stride", [(f"{lvl}_pf_stride_dist", f"{g}.ip-stride.distance"),
+                                                       (f"{lvl}_pf_stride_page", f"{g}.ip-stride")]),
+                                 (f"{lvl}_pf_stream", [(f"{lvl}_pf_stream_dist", f"{g}.stream"),
+                                                       (f"{lvl}_pf_streams", f"{g}.stream"),
+                                                       (f"{lvl}_pf_stream_page", f"{g}.stream")])):
+                i = keys.index(after) + 1
+                keys[i:i] = [k for k, f in extra if m.has(f)]
         if "coherence" in m.data:  # the lockstep lane's hand-off latency, the last option
             keys.append("transfer_lat")
         if m.has("caches.l2.indexed_by"):  # optional: fetches by physical line (fetch_phys), last
@@ -332,7 +351,7 @@ def test_docs_list_every_machine():
 def test_docs_list_exactly_the_assumed_numbers():
     doc = (M.ROOT / "docs" / "machines.md").read_text()
     section = doc.split("## Assumed numbers (open)")[1].split("\n## ")[0]
-    listed = set(re.findall(r"^\| `([a-z0-9-]+)` \| `([a-z0-9_.\[\]]+)` \|", section, re.M))
+    listed = set(re.findall(r"^\| `([a-z0-9-]+)` \| `([a-z0-9_.\[\]-]+)` \|", section, re.M))
     assumed = {(n, k) for n, m in M.load_all().items() for k, v in m.sources().items() if v.startswith("assumed")}
     assert listed == assumed
 

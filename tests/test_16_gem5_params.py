@@ -61,6 +61,12 @@ VERIFIED_GEM5_API = {
         "NumaDelay": "trapline's gem5 only: gem5_configs/changes/numa-first-touch/extras/NumaDelay.py",
         "BusLock": "trapline's gem5 only: gem5_configs/changes/bus-lock/extras/BusLock.py",
         "BusLockPort": "trapline's gem5 only: gem5_configs/changes/bus-lock/extras/BusLock.py",
+        "TaggedPrefetcher": "src/mem/cache/prefetch/Prefetcher.py",
+        "StridePrefetcher": "src/mem/cache/prefetch/Prefetcher.py",
+        "MultiPrefetcher": "src/mem/cache/prefetch/Prefetcher.py",
+        "StreamPrefetcher": "trapline's gem5 only: gem5_configs/changes/prefetchers/extras/TraplinePrefetchers.py",
+        "AdjacentLinePrefetcher": "trapline's gem5 only: gem5_configs/changes/prefetchers/extras/TraplinePrefetchers.py",
+        "MissOverlap": "trapline's gem5 only: gem5_configs/changes/overlap-stats/extras/MissOverlap.py",
     },
     "m5.util.convert": {"toMemorySize": "src/python/m5/util/convert.py (as gem5/components/memory/simple.py uses it)"},
     "gem5.components.memory.abstract_memory_system": {
@@ -545,6 +551,24 @@ def _fake_gem5():
     class BusLockPort(NumaDelay):
         pass
 
+    class TaggedPrefetcher(_SimObject):
+        pass
+
+    class StridePrefetcher(_SimObject):
+        pass
+
+    class MultiPrefetcher(_SimObject):
+        pass
+
+    class StreamPrefetcher(_SimObject):
+        pass
+
+    class AdjacentLinePrefetcher(_SimObject):
+        pass
+
+    class MissOverlap(_SimObject):
+        pass
+
     def toMemorySize(s):
         return int(s[:-3]) * {"KiB": 1024, "MiB": 1024 ** 2, "GiB": 1024 ** 3}[s[-3:]]
 
@@ -688,7 +712,20 @@ def test_board_built_against_stand_ins(fake_gem5, machines, name):
                      "writeback_clean", "clusivity"):
             assert getattr(cache, attr) == getattr(c, attr), (c.level, attr)
         assert type(cache.replacement_policy).__name__ == "LRURP"
-        assert not hasattr(cache, "prefetcher")  # no hardware prefetcher
+        # the hardware prefetchers the machine names, and none where it names none
+        if not c.prefetchers:
+            assert not hasattr(cache, "prefetcher")
+        else:
+            pf = cache.prefetcher
+            pfs = pf.prefetchers if len(c.prefetchers) > 1 else [pf]
+            assert (type(pf).__name__ == "MultiPrefetcher") == (len(c.prefetchers) > 1)
+            assert [type(x).__name__ for x in pfs] == [q.gem5_class for q in c.prefetchers]
+            assert [x.degree for x in pfs] == [q.degree for q in c.prefetchers]
+    # the machine's window on O3; one x86 core writes its stores back together (needsTSO off)
+    cpu = board.get_processor().get_cores()[0].cpu
+    if p.core is not None and p.core.rob is not None:
+        assert (cpu.numROBEntries, cpu.LQEntries, cpu.SQEntries) == (p.core.rob, p.core.lq, p.core.sq)
+    assert (getattr(cpu, "needsTSO", None) is False) == (p.isa == "X86")
     # top-down wiring: L1s -> (L2 bus -> L2 -> (L3 bus -> L3 ->)) membus -> memory
     last = built["l3"] if "l3" in built else built.get("l2")
     l1_bus = h.l2buses[0] if "l2" in built else h.membus
@@ -755,7 +792,7 @@ def test_run_sh_gem5_writes_the_same_json_as_the_module(tmp_path):
 
 # ------------------------------------------------------------------ trapline's gem5 changes
 
-ALL_CHANGES = ("bus-lock", "numa-first-touch", "sparc-glibc", "sparc-prefetch")
+ALL_CHANGES = ("bus-lock", "numa-first-touch", "overlap-stats", "prefetchers", "sparc-glibc", "sparc-prefetch")
 
 
 def test_with_trapline_changes_the_numa_bus_lock_and_prefetch_fields_are_mapped(machines):
@@ -818,6 +855,15 @@ def test_board_with_trapline_changes_against_stand_ins(fake_gem5, machines):
     for i, core in enumerate(board.get_processor().get_cores()):
         assert core.links["dcache"].owner is h.bus_lock_ports[i]  # core -> port -> L1D
         assert repr(h.bus_lock_ports[i]._peers["mem_side_port"][0]) == "Cache.cpu_side"
+    # change overlap-stats: a MissOverlap on each core's L1D; change prefetchers: the L2's stream and
+    # adjacent-line prefetchers beside each other (a MultiPrefetcher)
+    assert [m.cache for m in h.miss_overlaps] == list(h.l1dcaches)
+    l2pf = h.l2caches[0].prefetcher
+    assert [type(x).__name__ for x in l2pf.prefetchers] == ["StreamPrefetcher", "AdjacentLinePrefetcher"]
+    stream = l2pf.prefetchers[0]
+    assert (stream.degree, stream.distance, stream.streams, stream.prefetch_on_access, stream.prefetch_on_pf_hit) == \
+        (2, 20, 32, True, False)
+    assert (l2pf.prefetchers[1].on_miss, l2pf.prefetchers[1].prefetch_on_pf_hit) == (True, False)
     sparc = P.Gem5Params.from_json(
         P.from_machine(typed(machines["ultrasparc-iv-plus"]), changes=ALL_CHANGES).to_json())
     b2 = board_mod.TraplineBoard(sparc, cpu_type=o3)

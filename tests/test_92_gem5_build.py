@@ -142,7 +142,8 @@ def test_extras_are_synced_as_one_folder_per_change_with_the_build_info(tmp_path
     tree = tmp_path / "src-x"
     tree.mkdir()
     extras = from_source.sync_extras(tree, "ab" * 32)
-    assert sorted(p.name for p in extras.iterdir()) == ["bus-lock", "numa-first-touch", "trapline_build"]
+    assert sorted(p.name for p in extras.iterdir()) == ["bus-lock", "numa-first-touch", "overlap-stats", "prefetchers",
+                                                         "trapline_build"]
     info = (extras / "trapline_build" / "trapline_build.py").read_text()
     ns: dict = {}
     exec(info, ns)

@@ -135,6 +135,34 @@ def build(arch: str, log=None, flavour: str = "") -> Path:
     return out
 
 
+def guest_bins(build_dir: Path) -> Path:
+    """The kernels a guest image holds: build_dir without the folders the Makefile lists as host-only
+    (HOST_ONLY: kernels that never run in a guest), hard-linked beside it (<build_dir>-guest) once, so
+    that a kernel of the host, the model's user mode or gem5 alone leaves the images as they were."""
+    import shutil
+    import subprocess
+    build_dir = Path(build_dir)
+    out = build_dir.parent / f"{build_dir.name}-guest"
+    if (out / ".complete").exists():
+        return out
+    r = subprocess.run(["make", "-s", "-C", str(kernels_dir()), "host-only", "CC=cc", "ARCHFLAGS="],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RunFailed(f"listing the host-only kernels failed:\n{(r.stdout + r.stderr).strip()[-2000:]}")
+    skip = set(r.stdout.split())
+    tmp = build_dir.parent / f".tmp-{out.name}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        shutil.copytree(build_dir, tmp, copy_function=os.link,
+                        ignore=lambda d, names: [n for n in names if Path(d) == build_dir and n in skip])
+        if out.exists():
+            shutil.rmtree(out)
+        os.rename(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
 def binary_hashes(build_dir: Path) -> dict[str, str]:
     """sha256 of every built file (binaries and shared libraries)."""
     out = {}

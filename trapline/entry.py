@@ -15,7 +15,7 @@ from typing import Any
 # judged by analysis.judge; always present
 _JUDGED = ("metric", "unit", "claimed", "reproduced", "status", "note", "figures", "checks", "groups", "warnings")
 # read by the report from the entry only; summary.json keeps the keys it had without them
-REPORT_ONLY = ("platform_meaning", "times_are_real", "plot", "source", "counts_prefix", "known_differences")
+REPORT_ONLY = ("platform_meaning", "times_are_real", "plot", "source", "counts_prefix", "known_differences", "bounds")
 
 
 @dataclass
@@ -53,6 +53,9 @@ class Entry:
     # the lane's known_differences: {count suffix: why this simulator's count differs from
     # another's for the same kernel and machine} (report/sidebyside.py)
     known_differences: dict[str, str] = field(default_factory=dict)
+    # the experiment's bounds (its `bounds:`): {figure name: the machine's Little's-law ns per access}
+    # (report/bounds.py), with the machine and --set of the lane when it runs that machine
+    bounds: dict[str, float] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)   # keys this version does not know, kept as read
 
     @property
@@ -99,6 +102,18 @@ def provenance_note(catalogue: str, facts: dict) -> str:
     return "".join(" " + w.format(", ".join(facts[k])) for k, w in words if facts.get(k))
 
 
+def bounds_of(exp, facts: dict) -> dict[str, float]:
+    """The experiment's Little's-law bounds on its machine (experiment `bounds:`), by figure name; with
+    the lane's --set when the lane ran that machine (facts: its platform facts), else as described."""
+    spec = exp.data.get("bounds")
+    if not spec:
+        return {}
+    from trapline import machine
+    sets = facts.get("machine_sets", []) if facts.get("machine") == spec["machine"] else []
+    m = machine.load(spec["machine"], sets)
+    return {name: m.little_ns(b["level"], b["in_flight"]) for name, b in spec["figures"].items()}
+
+
 def counts_prefix(plat_cls) -> str | None:
     """The prefix of a platform's own counts (Platform.counters: <name>_...): its name; None
     for a platform without counters (or a name no platform module has)."""
@@ -128,4 +143,5 @@ def build(exp, platform: str, judged: dict, plat_cls=None, prun=None) -> Entry:
             e.note += f" This host: {prun.facts['measures']}"
         for note in prun.facts.get("notes", []):  # e.g. a command that ran out of time (kernelio.SampleWatch)
             e.note += f" {note}"
+    e.bounds = bounds_of(exp, prun.facts if prun is not None else {})
     return e

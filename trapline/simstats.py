@@ -48,14 +48,24 @@ SCALARS = (
     ("l1d_misses", "lines filled into the L1D on demand, by loads and stores; an access to a line already "
                    "being filled is not one (l1d_misses_in_flight), nor is a store to a line held without "
                    "write permission (gem5's upgrade: no data moves)"),
-    ("l1d_misses_in_flight", "L1D accesses that missed a line an earlier miss was already filling (gem5's MSHR "
-                             "hits); the model fills a line at once and has none"),
+    ("l1d_misses_in_flight", "L1D accesses to a line an earlier miss (or prefetch) was still filling (gem5's MSHR "
+                             "hits; the timing model's on an out-of-order core, whose fills take time: an in-order "
+                             "core waits for each fill and has none)"),
     ("l2_accesses", "demand reads reaching the L2 from the L1s (their line fills); write-backs into it are not "
                     "accesses"),
     ("l2_misses", "lines the L2 filled from below on demand"),
     ("l3_accesses", "demand reads reaching the L3 from the L2; write-backs into it are not accesses"),
     ("l3_misses", "lines the L3 filled from memory on demand"),
     ("itlb_misses", "translations the ITLB had no entry for and filled"),
+    ("l1d_misses_overlapped", "L1D demand misses (to a line not in the L1D and not already missed by an earlier "
+                              "demand access: a miss, or the first demand access of a line a prefetch is still "
+                              "filling) made while another such miss was still waiting for its line: the "
+                              "memory-level parallelism of the core. An in-order core that stalls on a miss has "
+                              "none; gem5 counts them with trapline's change overlap-stats (a probe on its L1D's "
+                              "Miss and Fill events)"),
+    ("hw_prefetches_issued", "lines the hardware prefetchers of every cache fetched (a prefetch of a line that "
+                             "is there or already being filled is not one)"),
+    ("hw_prefetches_useful", "hardware-prefetched lines a demand access used before they were replaced"),
     ("dtlb_misses", "translations the DTLB had no entry for and filled: one per page missed. gem5's SE mode "
                     "also counts a lookup of a page not mapped yet: it maps a page at its first touch through "
                     "a fault, so the access that faults and its retry each count (timing CPU: 2 per newly "
@@ -71,7 +81,8 @@ MAPS = (("traps", "traps by kind"), ("memory_reads_by_node", "reads that reached
 RESTS_ON = {"seconds": PREDICTION, "cycles": PREDICTION, "instructions": COUNTED, "l1i_accesses": COUNTED,
             "l1d_accesses": COUNTED, "traps": COUNTED,
             **{k: PREDICTION for k in ("l1i_misses", "l1d_misses", "l1d_misses_in_flight", "l2_accesses", "l2_misses",
-                                       "l3_accesses", "l3_misses", "itlb_misses", "dtlb_misses",
+                                       "l3_accesses", "l3_misses", "l1d_misses_overlapped", "hw_prefetches_issued",
+                                       "hw_prefetches_useful", "itlb_misses", "dtlb_misses",
                                        "memory_reads_by_node")}}
 
 

@@ -33,7 +33,7 @@ from gem5.isas import ISA
 
 from .cache_hierarchy import TraplineCacheHierarchy
 from .memory import TraplineMemory, TraplineNumaMemory
-from .params import Gem5Params
+from .params import CoreParams, Gem5Params
 
 O3_FETCH_BUFFER = 64  # BaseO3CPU.fetchBufferSize default, bytes (src/cpu/o3/BaseO3CPU.py)
 
@@ -81,6 +81,16 @@ class TraplineBoard(SimpleBoard):
                 for isa in core.get_simobject().isa:
                     isa.strong_prefetch = params.prefetch.strong
                     isa.strong_prefetch_trap_latency = params.prefetch.trap_latency
+            if params.core is not None:
+                self._set_core(core.get_simobject(), params.core, cpu_type)
+            if cpu_type == CPUTypes.O3 and num_cores == 1 and params.isa == "X86":
+                # x86's O3CPU (X86CPU.py: needsTSO = True) writes back one store at a time
+                # (LSQUnit::writebackStores, src/cpu/o3/lsq_unit.cc: "(!needsTSO) || (!storeInFlight)"),
+                # so a stream of stores that miss never overlaps: 116 cycles a store on x86-2012-server
+                # where an x86 core fetches the lines of the stores in its store buffer together
+                # (docs/gem5.md, "Stores"). One core cannot observe the order in which its own stores
+                # reach the cache, so a one-core run writes them back as O3 does for other ISAs.
+                core.get_simobject().needsTSO = False
             if cpu_type == CPUTypes.O3 and params.cache_line_size < O3_FETCH_BUFFER:
                 # O3's fetch buffer (64 bytes) may not exceed a cache line: its fetch
                 # stage stops with "fetch buffer size ... is greater than the cache
@@ -94,6 +104,17 @@ class TraplineBoard(SimpleBoard):
         super().set_se_binary_workload(*args, **kwargs)
         if self._first_touch_pools is not None:
             self.workload.first_touch_pools = self._first_touch_pools
+
+    @staticmethod
+    def _set_core(cpu, core: CoreParams, cpu_type: CPUTypes) -> None:
+        """The machine's window on O3 (numROBEntries, LQEntries, SQEntries, src/cpu/o3/BaseO3CPU.py) and
+        its store buffer on MinorCPU (executeLSQStoreBufferSize, src/cpu/minor/BaseMinorCPU.py)."""
+        if cpu_type == CPUTypes.O3:
+            for attr, param in (("rob", "numROBEntries"), ("lq", "LQEntries"), ("sq", "SQEntries")):
+                if getattr(core, attr) is not None:
+                    setattr(cpu, param, getattr(core, attr))
+        elif cpu_type == CPUTypes.MINOR and core.minor_store_buffer is not None:
+            cpu.executeLSQStoreBufferSize = core.minor_store_buffer
 
     @staticmethod
     def _set_tlbs(mmu, params: Gem5Params) -> None:

@@ -28,8 +28,17 @@ gem5 API used here, checked against the gem5 sources (v23/v24 stdlib):
     overrides                       src/python/gem5/utils/override.py
 
 The caches are plain ``Cache`` objects rather than the stdlib's L1DCache /
-L1ICache / L2Cache, which attach a StridePrefetcher by default: the machine
-descriptions have no hardware prefetcher.
+L1ICache / L2Cache, which attach a StridePrefetcher by default: a cache gets
+the hardware prefetchers its machine names (caches.<l>.prefetch, params.py),
+and none where it names none:
+
+    m5.objects.TaggedPrefetcher,    src/mem/cache/prefetch/Prefetcher.py (degree, on_miss,
+      StridePrefetcher,             prefetch_on_access; Stride's distance), MultiPrefetcher
+      MultiPrefetcher               (prefetchers) for a cache with several
+    StreamPrefetcher,               trapline's gem5 change prefetchers (gem5_configs/changes/
+      AdjacentLinePrefetcher        prefetchers/extras/TraplinePrefetchers.py)
+    MissOverlap                     trapline's gem5 change overlap-stats (gem5_configs/changes/
+                                    overlap-stats/extras/MissOverlap.py): an L1D's misses overlapped
 """
 
 from typing import Dict, Optional
@@ -45,14 +54,58 @@ from gem5.components.cachehierarchies.classic.caches.mmu_cache import MMUCache
 from gem5.isas import ISA
 from gem5.utils.override import overrides
 
-from .params import WALK_CACHE_SIZE, CacheLevel, Gem5Params, XBarParams, shared_level, snoop_filter_capacity
+from .params import (OVERLAP_STATS_CHANGE, WALK_CACHE_SIZE, CacheLevel, Gem5Params, PrefetcherParams, XBarParams, shared_level,
+                     snoop_filter_capacity)
 
 _XBARS = {"L2XBar": L2XBar, "SystemXBar": SystemXBar}
 _REPLACEMENT = {"LRURP": LRURP}
 
 
+def _prefetcher_classes() -> dict:
+    """gem5's prefetcher classes by name (PREFETCHER_CLASSES' values); trapline's gem5 adds two."""
+    from m5.objects import StridePrefetcher, TaggedPrefetcher
+    out = {"TaggedPrefetcher": TaggedPrefetcher, "StridePrefetcher": StridePrefetcher}
+    try:  # trapline's gem5 change prefetchers (params.py maps the kinds only when the gem5 has it)
+        from m5.objects import AdjacentLinePrefetcher, StreamPrefetcher
+        out.update(StreamPrefetcher=StreamPrefetcher, AdjacentLinePrefetcher=AdjacentLinePrefetcher)
+    except ImportError:
+        pass
+    return out
+
+
+def make_prefetcher(pf: PrefetcherParams):
+    """One prefetcher of a cache, e.g. PrefetcherParams(kind="ip-stride", gem5_class="StridePrefetcher",
+    degree=1) -> StridePrefetcher(degree=1, distance=0)."""
+    cls = _prefetcher_classes()[pf.gem5_class]
+    kw = {"degree": pf.degree, "page_bytes": f"{pf.page_bytes}B"}
+    if pf.gem5_class in ("StridePrefetcher", "StreamPrefetcher"):
+        kw["distance"] = pf.distance
+    if pf.gem5_class == "StreamPrefetcher":
+        kw["streams"] = pf.streams
+    # what it hears (Base::observeAccess, src/mem/cache/prefetch/base.cc): by default misses and demand
+    # hits on the lines it prefetched; the stream prefetcher every access, the adjacent-line one misses
+    # only (a demand hit on a prefetched line would otherwise count: prefetch_on_pf_hit goes first)
+    if pf.on_access:
+        kw.update(prefetch_on_access=True, prefetch_on_pf_hit=False)
+    if pf.on_miss:
+        kw.update(on_miss=True, prefetch_on_pf_hit=False)
+    return cls(**kw)
+
+
 def make_cache(level: CacheLevel) -> Cache:
-    """One classic cache from a CacheLevel, e.g. CacheLevel(size="32KiB", assoc=8, ...)."""
+    """One classic cache from a CacheLevel, e.g. CacheLevel(size="32KiB", assoc=8, ...), with its
+    hardware prefetchers (one, or a MultiPrefetcher of several)."""
+    cache = _cache(level)
+    pfs = [make_prefetcher(pf) for pf in level.prefetchers]
+    if len(pfs) == 1:
+        cache.prefetcher = pfs[0]
+    elif pfs:
+        from m5.objects import MultiPrefetcher
+        cache.prefetcher = MultiPrefetcher(prefetchers=pfs)
+    return cache
+
+
+def _cache(level: CacheLevel) -> Cache:
     return Cache(
         size=level.size,
         assoc=level.assoc,
@@ -186,6 +239,10 @@ class TraplineCacheHierarchy(AbstractClassicCacheHierarchy):
             from m5.objects import BusLock, BusLockPort
             self.bus_lock = BusLock(hold=p.bus_lock.hold)
             self.bus_lock_ports = [BusLockPort(bus=self.bus_lock, core=i) for i in range(n)]
+        if OVERLAP_STATS_CHANGE in p.changes:
+            # trapline's gem5 change overlap-stats: each core's L1D's primary misses and those overlapped
+            from m5.objects import MissOverlap
+            self.miss_overlaps = [MissOverlap(cache=c) for c in self.l1dcaches]
         for i, core in enumerate(cores):
             # the bus this core's L1s (and page-walk caches) send their misses to
             l1_bus = self.membus if p.l2 is None else self.l2buses[0 if shared_l2 else i]

@@ -96,7 +96,15 @@ MEM_BANDWIDTH = "12.8GiB/s"   # SimpleMemory's default bandwidth, 12.8GB/s (src/
 
 LEVELS = ("l1i", "l1d", "l2", "l3")
 
+# gem5's prefetchers for a machine's kinds (src/mem/cache/prefetch/Prefetcher.py); the stream and
+# adjacent-line prefetchers are trapline's gem5 change `prefetchers` (the timing model's algorithms)
+PREFETCHER_CLASSES = {"next-line": "TaggedPrefetcher", "ip-stride": "StridePrefetcher",
+                      "stream": "StreamPrefetcher", "adjacent-line": "AdjacentLinePrefetcher"}
+PREFETCHER_CHANGE_CLASSES = ("StreamPrefetcher", "AdjacentLinePrefetcher")
+
 # trapline's gem5 changes this mapping uses (gem5_configs/changes/<name>/README.md)
+PREFETCHERS_CHANGE = "prefetchers"
+OVERLAP_STATS_CHANGE = "overlap-stats"
 NUMA_CHANGE = "numa-first-touch"
 BUS_LOCK_CHANGE = "bus-lock"
 SPARC_PREFETCH_CHANGE = "sparc-prefetch"
@@ -157,6 +165,23 @@ def leaves(machine: dict) -> Dict[str, Any]:
 # ---------------------------------------------------------------- the parameters
 
 @dataclass
+class PrefetcherParams:
+    """One hardware prefetcher of a cache: the machine's kind (caches.<l>.prefetch.<kind>) as the
+    gem5 class that runs it (PREFETCHER_CLASSES) and its parameters. Trained as the timing model's:
+    on the level's misses and demand hits on lines it prefetched (gem5's default), the stream
+    prefetcher on every access (prefetch_on_access), the adjacent-line one on misses (on_miss)."""
+    kind: str
+    gem5_class: str
+    degree: int
+    distance: int = 0
+    streams: int = 0
+    page_bounded: bool = True
+    on_access: bool = False
+    on_miss: bool = False
+    page_bytes: int = 4096      # the ISA's page (BasePrefetcher.page_bytes)
+
+
+@dataclass
 class CacheLevel:
     """One classic cache (a gem5 ``Cache``, src/mem/cache/Cache.py).
 
@@ -180,6 +205,7 @@ class CacheLevel:
     write_policy: str
     clusivity: str
     writeback_clean: bool
+    prefetchers: List[PrefetcherParams] = field(default_factory=list)
 
 
 @dataclass
@@ -265,6 +291,18 @@ class PrefetchParams:
 
 
 @dataclass
+class CoreParams:
+    """The core as gem5's CPU model takes it. O3 (gem5.cpu o3): the window, numROBEntries,
+    LQEntries and SQEntries (src/cpu/o3/BaseO3CPU.py); MinorCPU: its store buffer,
+    executeLSQStoreBufferSize (src/cpu/minor/BaseMinorCPU.py). None: the model's default."""
+    kind: str
+    rob: Optional[int] = None
+    lq: Optional[int] = None
+    sq: Optional[int] = None
+    minor_store_buffer: Optional[int] = None
+
+
+@dataclass
 class Note:
     """A machine field gem5 cannot express as written, and what gem5 does instead."""
     field: str
@@ -302,6 +340,7 @@ class Gem5Params:
     changes: List[str] = field(default_factory=list)      # trapline's gem5 changes the mapping used
     bus_lock: Optional[BusLockParams] = None
     prefetch: Optional[PrefetchParams] = None
+    core: Optional[CoreParams] = None
 
     def caches(self) -> List[CacheLevel]:
         """The levels present, top down: L1I, L1D, then L2 and L3 if any."""
@@ -322,7 +361,9 @@ class Gem5Params:
             raise ParamsError(f"format {d.get('format')!r} is not {FORMAT}; re-export with python -m trapline.platforms.gem5")
 
         def cache(c):
-            return CacheLevel(**c) if c is not None else None
+            if c is None:
+                return None
+            return CacheLevel(**{**c, "prefetchers": [PrefetcherParams(**p) for p in c.get("prefetchers", [])]})
         return cls(
             machine=d["machine"], sets=list(d["sets"]), arch=d["arch"], isa=d["isa"], clock=d["clock"],
             clock_hz=float(d["clock_hz"]), cache_line_size=int(d["cache_line_size"]),
@@ -333,7 +374,8 @@ class Gem5Params:
             mapped=dict(d["mapped"]), notes=[Note(**n) for n in d["notes"]], format=d["format"],
             changes=list(d.get("changes", [])),
             bus_lock=BusLockParams(**d["bus_lock"]) if d.get("bus_lock") is not None else None,
-            prefetch=PrefetchParams(**d["prefetch"]) if d.get("prefetch") is not None else None)
+            prefetch=PrefetchParams(**d["prefetch"]) if d.get("prefetch") is not None else None,
+            core=CoreParams(**d["core"]) if d.get("core") is not None else None)
 
     @classmethod
     def from_json(cls, text: str) -> "Gem5Params":
@@ -446,7 +488,7 @@ def from_machine(machine: Any, mem_size: str = MEM_SIZE, changes=()) -> Gem5Para
             level=lv, size=gem5_size(sz), size_bytes=sz, assoc=assoc, line_bytes=own_line,
             latency_cycles=cyc(f"{at}.latency"), tag_latency=TAG_LATENCY, data_latency=0,
             response_latency=RESPONSE_LATENCY,
-            mshrs=L1_MSHRS if lv in ("l1i", "l1d") else LOWER_MSHRS,
+            mshrs=int(num(f"{at}.mshrs")) if f"{at}.mshrs" in fields else L1_MSHRS if lv in ("l1i", "l1d") else LOWER_MSHRS,
             tgts_per_mshr=L1_TGTS if lv in ("l1i", "l1d") else LOWER_TGTS,
             write_buffers=WRITE_BUFFERS, replacement_policy="LRURP",
             write_policy="write-back",
@@ -488,6 +530,46 @@ def from_machine(machine: Any, mem_size: str = MEM_SIZE, changes=()) -> Gem5Para
                 note(f"{at}.inclusion", "gem5's classic caches have no strict inclusion: mostly_incl allocates on "
                                         "every fill but an eviction here does not invalidate the levels above "
                                         "(src/mem/cache/Cache.py, clusivity), so inclusion is not enforced")
+        if f"{at}.mshrs" in fields:
+            mapped[f"{at}.mshrs"] = (f"Cache.mshrs = {levels[lv].mshrs} (its targets per MSHR stay the stdlib's "
+                                     f"{levels[lv].tgts_per_mshr}, its write buffers {WRITE_BUFFERS})")
+        for kind, cls in PREFETCHER_CLASSES.items():
+            pre = f"{at}.prefetch.{kind}"
+            if not group(pre):
+                continue
+            degree = int(num(f"{pre}.degree"))
+            if degree == 0:
+                for k in ("degree", "distance", "streams", "page_bounded"):
+                    if f"{pre}.{k}" in fields:
+                        note(f"{pre}.{k}", "degree 0: this prefetcher is off, and gem5 gets none for it")
+                continue
+            if cls in PREFETCHER_CHANGE_CLASSES and PREFETCHERS_CHANGE not in changes:
+                for k in ("degree", "distance", "streams", "page_bounded"):
+                    if f"{pre}.{k}" in fields:
+                        note(f"{pre}.{k}", f"stock gem5 has no {kind} prefetcher (src/mem/cache/prefetch/: stride, "
+                                           f"tagged and the pattern-table ones), so this cache gets none for it "
+                                           f"(trapline's gem5 has the change {PREFETCHERS_CHANGE}: ./run.sh gem5 build)")
+                continue
+            bounded = bool(_get(f"{pre}.page_bounded")) if f"{pre}.page_bounded" in fields else True
+            pf = PrefetcherParams(kind=kind, gem5_class=cls, degree=degree,
+                                  distance=int(num(f"{pre}.distance")) if f"{pre}.distance" in fields else 0,
+                                  streams=int(num(f"{pre}.streams")) if f"{pre}.streams" in fields else 0,
+                                  page_bounded=bounded, on_access=kind == "stream", on_miss=kind == "adjacent-line",
+                                  page_bytes=PAGE_BYTES[isa])
+            levels[lv].prefetchers.append(pf)
+            mapped[f"{pre}.degree"] = f"{cls}.degree = {degree} on this cache's prefetcher"
+            if f"{pre}.distance" in fields:
+                mapped[f"{pre}.distance"] = f"{cls}.distance = {pf.distance}"
+            if f"{pre}.streams" in fields:
+                mapped[f"{pre}.streams"] = f"{cls}.streams = {pf.streams}"
+            if f"{pre}.page_bounded" in fields:
+                if bounded:
+                    mapped[f"{pre}.page_bounded"] = ("true: a gem5 prefetcher with no MMU to translate drops a prefetch "
+                                                     "into another page (Queued::notify, src/mem/cache/prefetch/"
+                                                     "queued.cc); none is registered")
+                else:
+                    note(f"{pre}.page_bounded", "false, but gem5's prefetchers here have no MMU to translate a "
+                                                "prefetch into another page (Queued::notify), so they stop at the page")
         if _get(f"{at}.indexed_by") is not None:
             note(f"{at}.indexed_by", "gem5's classic caches sit behind the MMU and see physical addresses, "
                                      "fetches and data alike; nothing to set")
@@ -519,9 +601,66 @@ def from_machine(machine: Any, mem_size: str = MEM_SIZE, changes=()) -> Gem5Para
     else:
         mapped["memory.latency"] = (f"SimpleMemory.latency = {module} cycles at the clock (the load-to-use minus "
                                     f"the {path}-cycle cache path)")
+    bandwidth = MEM_BANDWIDTH
+    chan = ("memory.channels", "memory.channel_width", "memory.transfer_rate")
+    if all(f in fields for f in chan):
+        per = size_bytes("memory.channel_width") * float(num("memory.transfer_rate"))
+        n_chan = int(num("memory.channels"))
+        bandwidth = f"{round_half_up(n_chan * per)}B/s"
+        mapped["memory.channels"] = (f"SimpleMemory.bandwidth = {bandwidth}: the channels' {n_chan} x "
+                                     f"{per / 1e9:g} GB/s as one memory that serves a request at a time at their "
+                                     f"sum (gem5's SimpleMemory has one port and no channels)")
+        mapped["memory.channel_width"] = "SimpleMemory.bandwidth (channels x channel_width x transfer_rate)"
+        mapped["memory.transfer_rate"] = "SimpleMemory.bandwidth (channels x channel_width x transfer_rate)"
+    else:
+        for f in chan:
+            if f in fields:
+                note(f, f"needs all of {', '.join(chan)}; without them SimpleMemory keeps its default "
+                        f"bandwidth, {MEM_BANDWIDTH}")
     memory = MemoryParams(latency_cycles=mem_cycles, path_cycles=path, module_latency_cycles=module,
-                          latency=f"{cycles_to_ps(module, hz)}ps", latency_var="0ns", bandwidth=MEM_BANDWIDTH,
+                          latency=f"{cycles_to_ps(module, hz)}ps", latency_var="0ns", bandwidth=bandwidth,
                           size=mem_size)
+
+    # ---- the core
+    core = None
+    if group("core"):
+        kind = _get("core.kind")
+        cpu = _get("gem5.cpu") or "o3"
+        core = CoreParams(kind=kind)
+        if cpu == "o3":
+            mapped["core.kind"] = (f"{kind}: the machine's gem5.cpu, o3 (O3CPU), runs it"
+                                   + (" out of order" if kind == "out-of-order" else
+                                      "; gem5's in-order CPUs cannot run it here (gem5.note), so gem5 runs this "
+                                      "in-order core out of order"))
+            for f, attr, param in (("core.rob", "rob", "numROBEntries"), ("core.load_queue", "lq", "LQEntries"),
+                                   ("core.store_buffer", "sq", "SQEntries")):
+                if f in fields:
+                    setattr(core, attr, int(num(f)))
+                    mapped[f] = f"O3CPU.{param} = {int(num(f))} (src/cpu/o3/BaseO3CPU.py)"
+        else:
+            model = {"timing": "TimingSimpleCPU, which waits for every access before the next instruction",
+                     "minor": "MinorCPU, an in-order pipeline whose loads do not block later independent "
+                              "instructions (its LSQ)"}[cpu]
+            mapped["core.kind"] = f"{kind}: the machine's gem5.cpu, {cpu}: {model}"
+            if "core.store_buffer" in fields:
+                if cpu == "minor":
+                    core.minor_store_buffer = int(num("core.store_buffer"))
+                    mapped["core.store_buffer"] = (f"MinorCPU.executeLSQStoreBufferSize = {core.minor_store_buffer} "
+                                                   "(src/cpu/minor/BaseMinorCPU.py)")
+                else:
+                    note("core.store_buffer", "TimingSimpleCPU has no store buffer: each store completes before "
+                                              "the next instruction")
+            for f in ("core.rob", "core.load_queue"):
+                if f in fields:
+                    note(f, f"an out-of-order window; the {cpu} CPU has none")
+        if "core.on_miss" in fields:
+            if cpu == "timing":
+                mapped["core.on_miss"] = (f"{_get('core.on_miss')}: TimingSimpleCPU waits for every access "
+                                          "(src/cpu/simple/timing.cc), so a miss stalls the core")
+            else:
+                note("core.on_miss", f"gem5's {cpu} CPU decides what a miss holds up by its own pipeline "
+                                     f"({'O3: only what depends on it' if cpu == 'o3' else 'MinorCPU: its LSQ'}), "
+                                     "not by this field")
 
     # ---- NUMA
     numa = None
@@ -696,7 +835,7 @@ def from_machine(machine: Any, mem_size: str = MEM_SIZE, changes=()) -> Gem5Para
         machine=str(data["machine"]), sets=sets, arch=arch, isa=isa, clock=clock, clock_hz=hz,
         cache_line_size=line, l1i=levels["l1i"], l1d=levels["l1d"], l2=levels.get("l2"), l3=levels.get("l3"),
         cache_bus=CACHE_BUS, membus=MEMBUS, memory=memory, tlb=tlb, numa=numa, mapped=mapped, notes=notes,
-        changes=changes, bus_lock=bus_lock, prefetch=prefetch)
+        changes=changes, bus_lock=bus_lock, prefetch=prefetch, core=core)
     _cover(params, data)
     return params
 

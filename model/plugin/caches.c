@@ -458,3 +458,66 @@ void data_access_full(VCpu *v, uint64_t vaddr, uint64_t paddr, unsigned size, bo
             mem_write(v, l << l1d_shift);
     }
 }
+
+/* ------------------------------------------------------------ hardware prefetch fills (timing.c) */
+
+/* The demand counters a fill from below moves, moved to the prefetch counters
+ * instead: the levels' lookups are the same steps as a demand miss's (victims
+ * and write-backs included), counted apart. */
+typedef struct {
+    uint64_t l2h, l2m, l3h, l3m, memc;
+} Moved;
+
+static inline void moved_mark(const VCpu *v, Moved *m)
+{
+    *m = (Moved){v->c.l2_read_hits, v->c.l2_read_misses, v->c.l3_read_hits, v->c.l3_read_misses, v->c.mem_cycles_d};
+}
+
+static inline void moved_to_prefetch(VCpu *v, const Moved *m)
+{
+    v->c.hwpf_l2_hits += v->c.l2_read_hits - m->l2h;
+    v->c.hwpf_l2_misses += v->c.l2_read_misses - m->l2m;
+    v->c.hwpf_l3_hits += v->c.l3_read_hits - m->l3h;
+    v->c.hwpf_l3_misses += v->c.l3_read_misses - m->l3m;
+    v->pf_mem_lat = v->c.mem_cycles_d - m->memc;
+    v->c.l2_read_hits = m->l2h;
+    v->c.l2_read_misses = m->l2m;
+    v->c.l3_read_hits = m->l3h;
+    v->c.l3_read_misses = m->l3m;
+    v->c.mem_cycles_d = m->memc;
+}
+
+int pf_fill_l1d(VCpu *v, uint64_t line)
+{
+    Moved m;
+    moved_mark(v, &m);
+    uint64_t victim = INVALID_TAG;
+    array_read(&v->l1d, line, &victim); /* not there (the caller looked): inserted */
+    int lvl = lower_read(v, line << l1d_shift, false);
+    if (victim != INVALID_TAG && (victim & 1)) {
+        v->c.l1d_writebacks++;
+        if (have_l2)
+            l2_write(v, (victim >> 1) << l1d_shift);
+        else
+            mem_write(v, (victim >> 1) << l1d_shift);
+    }
+    moved_to_prefetch(v, &m);
+    return lvl;
+}
+
+int pf_fill_l2(VCpu *v, uint64_t line)
+{
+    Moved m;
+    moved_mark(v, &m);
+    uint64_t addr = line << l1d_shift, victim = INVALID_TAG;
+    array_read(&v->l2, addr >> l2_shift, &victim); /* not there (the caller looked): inserted */
+    v->c.l2_read_misses++;
+    int lvl = 0;
+    if (have_l3 && l3_read(v, addr))
+        lvl = 3;
+    else
+        mem_read(v, addr, false);
+    l2_evicted(v, victim);
+    moved_to_prefetch(v, &m);
+    return lvl;
+}

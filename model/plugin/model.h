@@ -120,7 +120,21 @@ typedef struct {
                              * sparc64 trap-table entries by kind (enum trap_kind) */
     uint64_t wait_cycles, handoffs; /* lockstep=on (contention.c): cycles spent waiting for another vCPU
                                      * (a lock line's hand-off, a join), and the hand-offs */
+    /* core=ooo (timing.c) */
+    uint64_t ooo_stall_q8;          /* cycles x 256 the core stalled for data: the data part of its cycles */
+    uint64_t misses_overlapped;     /* L1D demand misses made while another was outstanding (timing.c, primary_miss) */
+    uint64_t dependent_misses;      /* load misses that waited for an outstanding load their address comes from */
+    uint64_t l1d_inflight;          /* L1D accesses to a line still being filled (a miss's or a prefetch's) */
+    uint64_t hwpf_issued[2], hwpf_useful[2]; /* hardware prefetches into the L1D [0] and the L2 [1]: lines
+                                              * fetched, and lines a demand access used before replacement */
+    uint64_t hwpf_dropped;          /* prefetches dropped because every MSHR of their level was busy */
+    uint64_t hwpf_l2_hits, hwpf_l2_misses, hwpf_l3_hits, hwpf_l3_misses; /* the prefetches' lookups below */
 } Counters;
+
+/* what timing.c compares an access's counts with (the counts before it) */
+typedef struct {
+    uint64_t misses, l2hit, l3hit, mem_cycles, dtlb_misses, stlb_misses;
+} AccessMark;
 
 #define NCOUNTERS (sizeof(Counters) / sizeof(uint64_t))
 
@@ -419,6 +433,9 @@ typedef struct {
     unsigned done;
     int pending;
     uint8_t pending_op;
+
+    struct Timing *t;    /* core=ooo: the timeline (timing.c); NULL otherwise */
+    uint64_t pf_mem_lat; /* the memory latency of the last prefetch fill that reached memory (caches.c) */
 } VCpu;
 
 extern VCpu *vcpus[MAX_VCPUS];
@@ -572,6 +589,32 @@ void decode_arm(InsnDesc *d, const uint8_t *b, size_t n);
 void prefetch_exec(VCpu *v, const InsnDesc *d);
 void audit_progress(VCpu *v, unsigned idx);
 void tb_finalize(VCpu *v, uint64_t next_vaddr);
+
+/* ------------------------------------------------------------ timing.c (core=ooo) */
+
+typedef struct Timing Timing;
+extern bool ooo_on;
+void timing_install(void);                  /* after the options are validated */
+void timing_vcpu_init(VCpu *v);
+void timing_guest_base(uint64_t haddr, uint64_t vaddr); /* user mode: where the guest's memory is */
+/* after the cache model counted one data access (its counts before it in *before) */
+void timing_access(VCpu *v, const InsnDesc *d, uint64_t vaddr, uint64_t paddr, unsigned size, bool store,
+                   const AccessMark *before);
+void timing_drain(VCpu *v, uint64_t insn);  /* a marker, the end: every outstanding access completes */
+static inline void access_mark(const VCpu *v, AccessMark *m)
+{
+    m->misses = v->c.l1d_load_misses + v->c.l1d_store_misses;
+    m->l2hit = v->c.l1d_rmiss_l2hit;
+    m->l3hit = v->c.l1d_rmiss_l3hit;
+    m->mem_cycles = v->c.mem_cycles_d;
+    m->dtlb_misses = v->c.dtlb_misses;
+    m->stlb_misses = v->c.stlb_misses;
+}
+/* caches.c: a hardware prefetch's fill of an L1D line (into the L1D) or of the L2 line holding an
+ * L1D line (into the L2), not present there: the level that served it (2, 3, or 0 = memory, whose
+ * latency is then in v->pf_mem_lat); counted apart from the demand accesses */
+int pf_fill_l1d(VCpu *v, uint64_t line);
+int pf_fill_l2(VCpu *v, uint64_t line);
 
 /* ------------------------------------------------------------ output */
 

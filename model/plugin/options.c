@@ -71,7 +71,7 @@ int fail(const char *fmt, ...)
 /* the valid keys, space-separated (for the messages) */
 static const char *valid_keys(void)
 {
-    static char valid[1024];
+    static char valid[4096];
     if (!*valid) {
         for (int i = 0; i < OPT_COUNT; i++)
             strcat(strcat(valid, " "), opts[i].name);
@@ -347,6 +347,22 @@ int options_validate(void)
     unaligned_pol[2] = cfg.unaligned2;
     unaligned_pol[4] = cfg.unaligned4;
     unaligned_pol[8] = cfg.unaligned8;
+    /* the core's window and the hardware prefetchers (timing.c) */
+    if (cfg.core == 1 && (!cfg.rob || !cfg.lq || !cfg.sb))
+        return fail("core=ooo needs its window: rob, lq and sb of at least 1 (got rob=%" PRIu64 " lq=%" PRIu64
+                    " sb=%" PRIu64 ")", cfg.rob, cfg.lq, cfg.sb);
+    if (cfg.core == 0) {
+        static const char *const pf[] = {"l1d_pf_next", "l1d_pf_adj", "l1d_pf_stride", "l1d_pf_stream",
+                                         "l2_pf_next", "l2_pf_adj", "l2_pf_stride", "l2_pf_stream"};
+        const uint64_t val[] = {cfg.l1d_pf_next, cfg.l1d_pf_adj, cfg.l1d_pf_stride, cfg.l1d_pf_stream,
+                                cfg.l2_pf_next, cfg.l2_pf_adj, cfg.l2_pf_stride, cfg.l2_pf_stream};
+        for (unsigned i = 0; i < sizeof val / sizeof val[0]; i++)
+            if (val[i])
+                return fail("%s=%" PRIu64 ": hardware prefetchers run on the out-of-order core's timeline "
+                            "(core=ooo); with core=inorder every miss is charged in full", pf[i], val[i]);
+    }
+    if (cfg.l2_pf_next + cfg.l2_pf_adj + cfg.l2_pf_stride + cfg.l2_pf_stream && !cfg.l2_size)
+        return fail("an L2 prefetcher (l2_pf_*) needs an L2 (l2_size=0)");
     return 0;
 }
 

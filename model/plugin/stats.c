@@ -104,8 +104,11 @@ uint64_t counters_cycles(const Counters *c, uint64_t *p)
      * (numa_lat[vCPU node][memory node]) */
     uint64_t cyc_ifetch = c->l1i_miss_l2hit * (l2lat - cfg.l1i_lat) + c->l1i_miss_l3hit * (l3lat - cfg.l1i_lat) +
                           c->mem_cycles_i - l1i_mem * cfg.l1i_lat;
-    uint64_t cyc_data = c->l1d_rmiss_l2hit * (l2lat - cfg.l1d_lat) + c->l1d_rmiss_l3hit * (l3lat - cfg.l1d_lat) +
-                        c->mem_cycles_d - d_mem * cfg.l1d_lat;
+    /* core=ooo: the cycles the core stalled for data on its timeline (timing.c); in order: every
+     * miss in full */
+    uint64_t cyc_data = ooo_on ? (c->ooo_stall_q8 + 128) >> 8
+                               : c->l1d_rmiss_l2hit * (l2lat - cfg.l1d_lat) + c->l1d_rmiss_l3hit * (l3lat - cfg.l1d_lat) +
+                                     c->mem_cycles_d - d_mem * cfg.l1d_lat;
     uint64_t tlb_misses = c->itlb_misses + c->dtlb_misses;
     uint64_t cyc_tlb = have_stlb ? tlb_misses * cfg.stlb_lat + c->stlb_misses * cfg.tlb_miss
                                  : tlb_misses * cfg.tlb_miss;
@@ -217,6 +220,20 @@ static void put_stats(Str *s, const Counters *c0, const char *ind)
              c->exceptions[7]);
     if (cfg.ctx_switch)
         sput(s, "%s\"context_switches\": %" PRIu64 ",\n", ind, c->ctx_switches);
+    sput(s,
+         "%s\"timing\": {\"core\": \"%s\", \"data_stall_cycles\": %" PRIu64 ", \"misses_overlapped\": %" PRIu64
+         ", \"dependent_misses\": %" PRIu64 ", \"l1d_in_flight\": %" PRIu64 "},\n",
+         ind, ooo_on ? "ooo" : "inorder", cyc_data, c->misses_overlapped, c->dependent_misses, c->l1d_inflight);
+    sput(s,
+         "%s\"hardware_prefetches\": {\"issued\": %" PRIu64 ", \"useful\": %" PRIu64 ", \"dropped\": %" PRIu64
+         ", \"l1d\": {\"issued\": %" PRIu64
+         ", \"useful\": %" PRIu64 "}, \"l2\": {\"issued\": %" PRIu64 ", \"useful\": %" PRIu64
+         "}, \"lookups_below\": {\"l2_hits\": %" PRIu64 ", \"l2_misses\": %" PRIu64 ", \"l3_hits\": %" PRIu64
+         ", \"l3_misses\": %" PRIu64 "}},\n",
+         ind, c->hwpf_issued[0] + c->hwpf_issued[1], c->hwpf_useful[0] + c->hwpf_useful[1], c->hwpf_dropped,
+         c->hwpf_issued[0],
+         c->hwpf_useful[0], c->hwpf_issued[1], c->hwpf_useful[1], c->hwpf_l2_hits, c->hwpf_l2_misses,
+         c->hwpf_l3_hits, c->hwpf_l3_misses);
     sput(s, "%s\"other_faults\": %" PRIu64 "\n", ind, c->other_faults);
 }
 
@@ -244,6 +261,8 @@ void plugin_exit(qemu_plugin_id_t id, void *p)
     for (unsigned i = 0; i < MAX_VCPUS; i++)
         if (vcpus[i]) {
             VCpu *v = vcpus[i];
+            if (v->t && (!regions_only || v->open)) /* core=ooo: the last accesses complete (timing.c) */
+                timing_drain(v, v->c.insns);
             if (audit_faults)
                 tb_finalize(v, UINT64_MAX);
             v->cur_tb = NULL;

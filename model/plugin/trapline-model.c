@@ -135,6 +135,7 @@ static void vcpu_init(qemu_plugin_id_t id, unsigned int vi)
         v->canrestore = 0;
         v->pending = -1;
         v->last_iline = v->last_ipage = v->rep_pc = INVALID_TAG;
+        timing_vcpu_init(v); /* core=ooo only */
         __atomic_store_n(&vcpus[vi], v, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&vcpu_lock);
@@ -213,6 +214,8 @@ static void special_exec(unsigned int vi, void *ud)
         if (UNLIKELY(__atomic_load_n(&ff_marker_only, __ATOMIC_RELAXED)))
             ffreset_request(vi); /* ff_reset=1: the first region (ffreset.c) */
         v->any_marker = true;
+        if (v->t) /* core=ooo: what is outstanding completes before the region (timing.c) */
+            timing_drain(v, v->c.insns - d->n_after);
         Counters now = v->c;
         now.insns -= d->n_after; /* the rest of the block runs inside */
         if (v->open)
@@ -230,6 +233,8 @@ static void special_exec(unsigned int vi, void *ud)
             v->unmatched_ends++;
             break;
         }
+        if (v->t) /* core=ooo: the region's outstanding accesses complete inside it */
+            timing_drain(v, v->c.insns - d->n_after - 1u);
         Counters now = v->c;
         now.insns -= d->n_after + 1u; /* neither the marker nor the rest of the block */
         region_close(v, &now, 0);
@@ -341,7 +346,7 @@ static void tb_exec_audit(unsigned int vi, void *ud) /* the same with the audit 
  * known at translation) and variants chosen per instruction in tb_trans. */
 static inline __attribute__((always_inline)) void mem_exec_t(unsigned int vi, qemu_plugin_meminfo_t info,
                                                              uint64_t vaddr, void *ud, bool ff, bool audit,
-                                                             bool sys, bool trace, bool locked)
+                                                             bool sys, bool trace, bool locked, bool oo)
 {
     VCpu *v = vcpus[vi];
     const InsnDesc *d = ud;
@@ -375,19 +380,44 @@ static inline __attribute__((always_inline)) void mem_exec_t(unsigned int vi, qe
     if (trace && UNLIKELY(trace_fp))
         trace_line("%c %" PRIx64 " %u\n", rw == 2 ? 'W' : 'R', vaddr, size);
     bool lk = locked && d->locked;
+    AccessMark m;
     if (UNLIKELY(rw == 3)) {
+        if (oo)
+            access_mark(v, &m);
         data_access(v, vaddr, paddr, size, false, lk, true);
+        if (oo)
+            timing_access(v, d, vaddr, paddr, size, false, &m);
         if (trace && UNLIKELY(trace_fp))
             trace_line("W %" PRIx64 " %u\n", vaddr, size);
+        if (oo)
+            access_mark(v, &m);
         data_access(v, vaddr, paddr, size, true, lk, false);
+        if (oo)
+            timing_access(v, d, vaddr, paddr, size, true, &m);
         return;
     }
+    if (oo)
+        access_mark(v, &m);
     data_access(v, vaddr, paddr, size, rw == 2, lk, rw != 2);
+    if (oo)
+        timing_access(v, d, vaddr, paddr, size, rw == 2, &m);
 }
 
 static void mem_exec(unsigned int vi, qemu_plugin_meminfo_t info, uint64_t vaddr, void *ud)
 {
-    mem_exec_t(vi, info, vaddr, ud, true, audit_faults, true, true, true);
+    mem_exec_t(vi, info, vaddr, ud, true, audit_faults, true, true, true, false);
+}
+
+/* core=ooo: every access also goes on the core's timeline (timing.c); the same with a run's features,
+ * and a user-mode run's without them */
+static void mem_exec_ooo(unsigned int vi, qemu_plugin_meminfo_t info, uint64_t vaddr, void *ud)
+{
+    mem_exec_t(vi, info, vaddr, ud, true, audit_faults, true, true, true, true);
+}
+
+static void mem_exec_ooo_lean(unsigned int vi, qemu_plugin_meminfo_t info, uint64_t vaddr, void *ud)
+{
+    mem_exec_t(vi, info, vaddr, ud, false, false, false, false, true, true);
 }
 
 /* mem_exec_lean's accesses that are not the common case (data_access_full
@@ -675,11 +705,14 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
     bool lean = !cfg.fast_forward && !system_mode && !trace_fp;
     qemu_plugin_register_vcpu_tb_exec_cb(tb, !lean ? tb_exec : audit_faults ? tb_exec_audit : tb_exec_lean,
                                          QEMU_PLUGIN_CB_NO_REGS, t);
+    if (ooo_on)
+        timing_guest_base((uint64_t)(uintptr_t)qemu_plugin_insn_haddr(qemu_plugin_tb_get_insn(tb, 0)), vaddr);
     for (size_t i = 0; i < n; i++) {
         struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
         InsnDesc *d = &t->insn[i];
         qemu_plugin_register_vcpu_mem_cb(insn,
-                                         !lean || d->locked ? mem_exec : mem_exec_leaf,
+                                         ooo_on ? (lean && !audit_faults ? mem_exec_ooo_lean : mem_exec_ooo)
+                                         : !lean || d->locked ? mem_exec : mem_exec_leaf,
                                          QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW, d);
         if (d->special || d->tail || d->rep)
             qemu_plugin_register_vcpu_insn_exec_cb(insn, special_exec, QEMU_PLUGIN_CB_NO_REGS, d);
@@ -740,6 +773,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     numa_local = cfg.numa_nodes == 1 || (!system_mode && !cfg.numa_interleave);
     lean_access_init();
     set_lean_leaf();
+    timing_install();
 
     plugin_id = id;
     if (ffreset_install())

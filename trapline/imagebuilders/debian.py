@@ -4,7 +4,7 @@ Debian's cross compilers, with the experiment kernels trapline/build.py built
 
 from __future__ import annotations
 
-from trapline import images
+from trapline import build, images
 from trapline.imagebuilders import Ahead, ImageBuilder
 
 
@@ -13,7 +13,7 @@ class Debian(ImageBuilder):
     summary = "images/build.sh: Debian's linux-source-6.1 and cross compilers, works offline"
 
     def image(self, ctx, arch: str) -> images.Image:
-        bindir = ctx.kernels(arch)
+        bindir = build.guest_bins(ctx.kernels(arch))  # without the host-only kernels (kernels/Makefile)
         ctx.log(f"guest image for {arch} (kernel and initramfs, cached by content hash)")
         return images.build_image(arch, bindir, log=ctx.log)
 

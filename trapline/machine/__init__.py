@@ -115,6 +115,15 @@ class Machine:
         return [[to_int(self.cycles(f"numa.latency_ns[{i}][{j}]")) for j in range(len(row))]
                 for i, row in enumerate(rows)]
 
+    def little_ns(self, level: str, in_flight: int | str) -> float:
+        """Little's law on this machine: the time per access (ns) of accesses whose lines come from
+        `level` (l2, l3 or memory) with `in_flight` misses outstanding ('mshrs': as many as the
+        L1D's MSHRs allow; never more than those): the level's load-to-use latency over them."""
+        lat = self.cycles("memory.latency" if level == "memory" else f"caches.{level}.latency")
+        cap = int(self.raw("caches.l1d.mshrs")) if self.has("caches.l1d.mshrs") else 1
+        n = cap if in_flight == "mshrs" else min(int(in_flight), cap)
+        return lat / self.clock_hz * 1e9 / n
+
     @cached_property
     def plugin_args(self) -> tuple[str, ...]:
         """The timing plugin's key=value options for this machine (options.args), mapped once
@@ -158,12 +167,24 @@ class Machine:
         levels = [cache(lv) for lv in ("l1i", "l1d", "l2", "l3") if self.has(f"caches.{lv}")]
         if not self.has("caches.l2"):
             levels.append("no L2")
-        parts = [f"{self.name} ({self.arch}, {self.raw('clock')}, CPI {self.cpi:g})", ", ".join(levels),
-                 f"mem {self.raw('memory.latency')} ({self.icycles('memory.latency')}cy)"]
+        mem = f"mem {self.raw('memory.latency')} ({self.icycles('memory.latency')}cy)"
+        if self.has("memory.channels"):
+            mem += (f", {self.raw('memory.channels')} x {self.raw('memory.channel_width')} at "
+                    f"{self.raw('memory.transfer_rate')}")
+        parts = [f"{self.name} ({self.arch}, {self.raw('clock')}, CPI {self.cpi:g})", ", ".join(levels), mem]
         if "numa" in self.data:
             m = self.data["numa"]["latency_ns"]
             parts.append(f"NUMA {len(m)} nodes {'/'.join(str(paths.unwrap(v)) for v in m[0])}"
                          + (", interleaved" if self.data["numa"]["interleave"] else ""))
+        if self.has("core"):
+            k = self.raw("core.kind")
+            core = (f"out of order, ROB {self.raw('core.rob')} LQ {self.raw('core.load_queue')} SB "
+                    f"{self.raw('core.store_buffer')}" if k == "out-of-order" else f"in order, {self.raw('core.on_miss')} on a miss")
+            mshrs = "/".join(str(self.raw(f"caches.{lv}.mshrs")) for lv in ("l1d", "l2", "l3")
+                             if self.has(f"caches.{lv}.mshrs"))
+            pfs = [f"{lv.upper()} {kind}" for lv in ("l1d", "l2") for kind in ("next-line", "adjacent-line", "ip-stride", "stream")
+                   if self.raw(f"caches.{lv}.prefetch.{kind}.degree")]
+            parts.append(core + (f", MSHRs {mshrs}" if mshrs else "") + "; hw prefetch " + (" + ".join(pfs) or "none"))
         t = f"ITLB {self.raw('tlb.itlb.entries')} DTLB {self.raw('tlb.dtlb.entries')}"
         if self.has("tlb.stlb"):
             t += f" + {self.raw('tlb.stlb.kind')} {self.raw('tlb.stlb.entries')}"

@@ -262,6 +262,55 @@ def windows_are_sparcs(m: _Machine) -> list[str]:
     return errs
 
 
+PREFETCH_KINDS = ("next-line", "adjacent-line", "ip-stride", "stream")
+
+
+def core_has_what_its_kind_needs(m: _Machine) -> list[str]:
+    """An out-of-order core has a window (rob, load_queue, store_buffer, each at least 1) and a number
+    of L1D MSHRs; an in-order one says what a load miss does (on_miss) and has no window; hardware
+    prefetchers and MSHRs are whole numbers, prefetchers only where the core is out of order (the
+    timing model runs them on the out-of-order core's timeline)."""
+    errs: list[str] = []
+    core = m.data.get("core")
+    ooo = core is not None and core.get("kind") == "out-of-order"
+
+    def whole(path: str, least: int) -> None:
+        v = m.raw(path)
+        if isinstance(v, bool) or not isinstance(v, int) or v < least:
+            errs.append(f"{path} needs to be a whole number, at least {least} (got {v!r})")
+
+    if core is not None:
+        if ooo:
+            for k in ("rob", "load_queue", "store_buffer"):
+                if k in core:
+                    whole(f"core.{k}", 1)
+                else:
+                    errs.append(f"core.{k}: an out-of-order core needs it (its window: rob, load_queue, store_buffer)")
+            if "on_miss" in core:
+                errs.append("core.on_miss is for an in-order core; an out-of-order core's window says what a miss "
+                            "holds up (core.rob)")
+            if "mshrs" not in m.data["caches"]["l1d"]:
+                errs.append("caches.l1d.mshrs: an out-of-order core needs it (the misses it can have outstanding)")
+        else:
+            if "on_miss" not in core:
+                errs.append("core.on_miss: an in-order core needs it (stall or stall-at-use)")
+            for k in ("rob", "load_queue"):
+                if k in core:
+                    errs.append(f"core.{k} is an out-of-order core's window; core.kind is in-order")
+            if "store_buffer" in core:
+                whole("core.store_buffer", 1)
+    for lvl, c in m.data["caches"].items():
+        if "mshrs" in c:
+            whole(f"caches.{lvl}.mshrs", 1)
+        for kind in PREFETCH_KINDS:
+            if kind in c.get("prefetch", {}) and not ooo and m.raw(f"caches.{lvl}.prefetch.{kind}.degree"):
+                errs.append(f"caches.{lvl}.prefetch.{kind}: hardware prefetchers run on an out-of-order core's "
+                            f"timeline (core.kind out-of-order); this core is "
+                            f"{'in-order' if core is not None else 'not described (in order)'}; set its degree to 0 "
+                            "or describe the core")
+    return errs
+
+
 def sentences(data: dict, stem: str | None, q: Quantities | None = None) -> list[str]:
     """Every problem of a description that passed the schema, in component order."""
     m = _Machine(data, q or build(data))
@@ -270,7 +319,8 @@ def sentences(data: dict, stem: str | None, q: Quantities | None = None) -> list
     errs = names_and_claims(m, stem, ids) + every_number_has_a_source(m, ids)
     if m.q.clock_error is not None:
         return errs + [str(m.q.clock_error)]
-    for check in (cpi_is_positive, caches_have_whole_sets_and_grow_towards_memory, numa_is_square_and_positive,
+    for check in (cpi_is_positive, core_has_what_its_kind_needs, caches_have_whole_sets_and_grow_towards_memory,
+                  numa_is_square_and_positive,
                   tlbs_have_whole_sets_and_one_page, unaligned_has_one_penalty, costs_are_not_negative,
                   weak_prefetches_never_trap, windows_are_sparcs):
         errs.extend(check(m))

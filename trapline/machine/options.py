@@ -35,10 +35,11 @@ OPTIONS_DEF = PLUGIN_DIR / "options.def"
 _S = r'"((?:[^"\\]|\\.)*)"'
 _ROW = re.compile(rf"^OPT\((\w+), (\w+), {_S}, (\d+)[uU]?, (\d+)[uU]?, {_S}, {_S}, {_S}, {_S}\)$")
 # a conversion: how [mapping] [if FLAG] [; 0|omitted without GROUP]
-_CONV = re.compile(r"^(?P<how>[a-z-]+)(?: (?P<map>[^ ;]+=[^ ;]+))?(?: if (?P<flag>[\w.]+))?"
-                   r"(?:; (?P<absent>0|omitted) without (?P<group>[\w.]+))?$")
+_CONV = re.compile(r"^(?P<how>[a-z-]+)(?: (?P<map>[^ ;]+=[^ ;]+))?(?: if (?P<flag>[\w.-]+))?"
+                   r"(?:; (?P<absent>0|omitted) without (?P<group>[\w.-]+))?$")
 KINDS = ("U64", "F64", "F64P", "ENUM", "STR", "LIST", "MATRIX")
-HOWS = ("platform", "float", "bytes", "cycles", "frac-cycles", "ways", "count", "enum", "numa-nodes", "numa-matrix")
+HOWS = ("platform", "float", "bytes", "cycles", "frac-cycles", "ways", "count", "enum", "numa-nodes", "numa-matrix",
+        "per-cycle")
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,8 @@ def _value(o: Option, m: Machine) -> Any:
         return m.ways(f.rsplit(".", 1)[0])
     if o.how == "count":
         return m.raw(f)
+    if o.how == "per-cycle":  # a rate (transfers per second) in transfers per core cycle
+        return _frac(m.quantity(f).value / m.clock_hz)
     if o.how == "numa-nodes":
         return len(m.numa_cycles())
     if o.how == "numa-matrix":  # row-major [vCPU node][memory node]
@@ -204,7 +207,7 @@ def check(machine: Machine) -> None:
             continue
         field = o.field if o.field != "-" else name
         written = machine.raw(field) if machine.has(field) else value
-        unit = f" {o.unit}" if o.unit and o.kind != "ENUM" else ""
+        unit = f" {o.unit}" if o.unit and o.unit != "-" and o.kind != "ENUM" else ""
         low = f"above {o.min}" if o.kind == "F64P" else f"from {o.min}"
         raise MachineError(f"{field}: {written} is out of range for the model ({name}={value}); "
                            f"valid: {low} to {o.max}{unit}")

@@ -13,7 +13,7 @@ from trapline.machine.units import MachineError
 
 PROVENANCE_KEYS = ("source", "claim", "why", "note", "from", "basis")
 
-_PART = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)((?:\[[0-9]+\])*)$")
+_PART = re.compile(r"^([A-Za-z_][A-Za-z0-9_-]*)((?:\[[0-9]+\])*)$")
 # a path inside a derived expression ("2 * memory.latency")
 PATH_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[0-9]+\])*(?:\.[A-Za-z_][A-Za-z0-9_]*(?:\[[0-9]+\])*)*")
 
@@ -33,7 +33,7 @@ def parse_path(path: str) -> list[str | int]:
     for part in path.split("."):
         m = _PART.match(part)
         if not m:
-            raise MachineError(f"--set {path}: '{part}' is not a field name (letters, digits, _ and [index])")
+            raise MachineError(f"--set {path}: '{part}' is not a field name (letters, digits, _, - and [index])")
         out.append(m.group(1))
         out.extend(int(i) for i in re.findall(r"\[([0-9]+)\]", m.group(2)))
     return out

@@ -97,7 +97,7 @@ def _magnitude(path: str, text: Any, hz: float) -> tuple[float, str]:
     q = parse(path, kind, text, hz) if kind else None
     if q is None or isinstance(q.value, bool) or not isinstance(q.value, (int, float)):
         raise MachineError(f"{path}: {text!r} is not a number")
-    return float(q.value), (kind if kind in ("size", "time", "frequency") else "count")
+    return float(q.value), (kind if kind in ("size", "time", "frequency", "rate") else "count")
 
 
 def evaluate_derived(data: dict, path: str, expr: str, hz: float) -> tuple[float, str]:

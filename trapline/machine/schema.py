@@ -1,5 +1,5 @@
 """gem5_configs/machine.schema.json: the structure of a machine, the kind of each
-number ("x-unit": size, frequency, time, count, ways, ratio), and its errors as
+number ("x-unit": size, frequency, time, rate, count, ways, ratio), and its errors as
 one sentence each.
 
 The schema is the one place that says which fields are numbers and in what
@@ -91,7 +91,7 @@ def items(node: dict | None) -> dict | None:
 
 
 def unit(node: dict | None) -> str | None:
-    """The x-unit of a property (size, frequency, time, count, ways, ratio), None for text."""
+    """The x-unit of a property (size, frequency, time, rate, count, ways, ratio), None for text."""
     return node.get("x-unit") if isinstance(node, dict) else None
 
 

@@ -4,6 +4,8 @@
                                                   manuals write it (not 1000)
   frequencies  Hz, kHz, MHz, GHz
   times        ps, ns, us, ms, cycles (or cycle)  converted to cycles with the clock
+  rates        T/s, kT/s, MT/s, GT/s              transfers per second, decimal as DRAM
+                                                  parts are named (DDR3-1600: 1600MT/s)
 
 Which fields are sizes, frequencies, times or counts is written once, as
 "x-unit" in gem5_configs/machine.schema.json; `parse` turns one field into a
@@ -25,9 +27,10 @@ SIZE_UNITS = {"B": 1, "kB": 1024, "KB": 1024, "KiB": 1024, "MB": 1024 ** 2, "MiB
 FREQ_UNITS = {"Hz": 1.0, "kHz": 1e3, "MHz": 1e6, "GHz": 1e9}
 TIME_UNITS = {"ps": 1e-12, "ns": 1e-9, "us": 1e-6, "ms": 1e-3}
 CYCLE_UNITS = ("cycles", "cycle")
-KINDS = ("size", "frequency", "time", "count", "ways", "ratio")
+RATE_UNITS = {"T/s": 1.0, "kT/s": 1e3, "MT/s": 1e6, "GT/s": 1e9}
+KINDS = ("size", "frequency", "time", "rate", "count", "ways", "ratio")
 
-_QTY = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]+)\s*$")
+_QTY = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]+(?:/s)?)\s*$")
 
 
 class MachineError(UsageError):
@@ -98,6 +101,15 @@ def parse_freq(text: Any, where: str = "clock") -> float:
     return hz
 
 
+def parse_rate(text: Any, where: str = "rate") -> float:
+    """'1600MT/s' -> 1.6e9 (transfers per second)."""
+    num, unit = _quantity(text, "rate", list(RATE_UNITS), where)
+    rate = _finite(num * RATE_UNITS.get(unit, 1.0), text, where, "T/s")
+    if rate <= 0:
+        raise MachineError(f"{where}: needs to be above 0 T/s (got {text})")
+    return rate
+
+
 def parse_time(text: Any, clock_hz: float, where: str = "time") -> float:
     """'90ns' or '4cycles' -> cycles (a float) at clock_hz."""
     num, unit = _quantity(text, "time", list(TIME_UNITS) + list(CYCLE_UNITS), where)
@@ -114,6 +126,8 @@ def parse(path: str, kind: str, text: Any, clock_hz: float | None, provenance: d
         value: Any = parse_size(text, path)
     elif kind == "frequency":
         value = parse_freq(text, path)
+    elif kind == "rate":
+        value = parse_rate(text, path)
     elif kind == "time":
         if clock_hz is None:
             raise MachineError(f"{path}: a time needs the machine's clock")

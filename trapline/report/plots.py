@@ -2,7 +2,8 @@
 times are real and that has sample groups (a clock that is emulation time is never
 plotted), and the overview of headline ratios against the claims.
 
-draw(entries) returns {"plots/<id>.<platform>.png": bytes, "plots/overview.png": bytes}
+draw(entries) returns {"plots/<id>.<platform>.png": bytes, "plots/overview.png": bytes, and
+"plots/<id>.bounds.png" for an experiment with bounds (report/bounds.py)}
 for the plots that exist; the report links exactly these.
 """
 
@@ -144,13 +145,48 @@ def plot_overview(entries: list[Entry]) -> bytes | None:
     return _png(fig)
 
 
+def plot_bounds(t) -> bytes | None:
+    """A bounded experiment (report/bounds.Bounded): each figure's value per platform, as bars, with
+    the machine's Little's-law bound as a black tick across them; log scale."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in t.rows if any(v for v in r[1])]
+    if not rows:
+        return None
+    n = len(t.labels)
+    fig, ax = plt.subplots(figsize=(7.5, 3.8), dpi=110)
+    width = 0.8 / n
+    colors = ("#8c8c8c", "#4c72b0", "#dd8452", "#55a868", "#c44e52")
+    for i, label in enumerate(t.labels):
+        xs = [k + (i - (n - 1) / 2) * width for k in range(len(rows))]
+        ys = [r[1][i] or 0 for r in rows]
+        ax.bar(xs, ys, width, label=label, color=colors[i % len(colors)])
+    for k, (_, _, b) in enumerate(rows):
+        ax.hlines(b, k - 0.45, k + 0.45, colors="black", lw=1.5, label="Little's-law bound" if k == 0 else None)
+    ax.set_xticks(range(len(rows)), [r[0].split(":")[0] for r in rows], fontsize=8, rotation=20)
+    ax.set_yscale("log")
+    ax.set_ylabel("ns per access")
+    ax.set_title(f"{t.id}: ns per access beside the machine's Little's-law bound", fontsize=9)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    return _png(fig)
+
+
 def draw(entries: list[Entry]) -> dict[str, bytes]:
     """Every plot the report shows, by its path in the run directory."""
+    from trapline.report import bounds
     out = {}
     for e in entries:
         png = plot_entry(e)
         if png:
             out[f"plots/{e.key}.png"] = png
+    for t in bounds.tables(entries):
+        png = plot_bounds(t)
+        if png:
+            out[f"plots/{t.id}.bounds.png"] = png
     ov = plot_overview(entries)
     if ov:
         out["plots/overview.png"] = ov

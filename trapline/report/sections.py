@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from trapline import analysis
 from trapline.entry import Entry
-from trapline.report import fidelity, sidebyside
+from trapline.report import bounds, fidelity, sidebyside
 from trapline.report.plots import group_label
 
 # a run made before the platforms wrote platform_report into its manifest: each
@@ -302,13 +302,24 @@ def sidebyside_sections(entries: list[Entry], info: dict[str, dict] | None = Non
     """The simulators side by side (report/sidebyside.py): an introduction, then one section per
     experiment that two or more modelled platforms ran; none when no experiment did."""
     cs = sidebyside.compare(entries, modelled(info or {}) if info else None, platforms_in(entries, info))
-    if not cs:
+    bounded = {t.id: t for t in bounds.tables(entries, platforms_in(entries, info))}
+    if not cs and not bounded:
         return []
     out = [Section("Simulators side by side", "side-by-side", [
         Para(sidebyside.EXPLAIN, small=True),
         Bullets([Cell(f"{c.catalogue} {c.id}: {' beside '.join(c.labels)}: {sidebyside.summary_line(c)}",
                       link=f"side-by-side-{c.id}", strong=any(not r.reasons for r in c.differing()))
                  for c in cs])])]
+
+    def bound_blocks(t: bounds.Bounded) -> list[Block]:
+        return [Para(bounds.EXPLAIN, small=True),
+                Table(bounds.header(t), [[Cell(x) for x in row] for row in bounds.cells(t)],
+                      caption=f"{t.id}: ns per access on {', '.join(t.labels)}, beside the machine's bound"),
+                Image(f"plots/{t.id}.bounds.png", f"{t.id}: ns per access and the bound")]
+    for t in bounded.values():
+        if not any(c.id == t.id for c in cs):
+            out.append(Section(f"{t.catalogue} {t.id}: {' beside '.join(t.labels)}", f"side-by-side-{t.id}",
+                               bound_blocks(t)))
     for c in cs:
         b: list[Block] = [Table(sidebyside.figure_header(c), [[Cell(x) for x in row]
                                                              for row in sidebyside.figure_cells(c)])]
@@ -325,6 +336,8 @@ def sidebyside_sections(entries: list[Entry], info: dict[str, dict] | None = Non
             b.append(Bullets([Cell(line, strong=flagged) for line, flagged in lines]))
         if c.notes:
             b.append(Bullets([Cell(n) for n in c.notes]))
+        if c.id in bounded:
+            b += bound_blocks(bounded[c.id])
         out.append(Section(f"{c.catalogue} {c.id}: {' beside '.join(c.labels)}", f"side-by-side-{c.id}", b))
     return out
 

@@ -29,7 +29,8 @@ from trapline.platforms.gem5.machine_json import export
 FIGURES = {"gem5_instructions": "instructions", "gem5_cycles": "cycles", "gem5_l1i_line_fetches": "l1i_accesses",
            **{f"gem5_{k}": k for k in ("l1i_misses", "l1d_accesses", "l1d_misses", "l1d_misses_in_flight",
                                         "l2_accesses", "l2_misses", "l3_accesses", "l3_misses", "dtlb_misses",
-                                        "itlb_misses")}}
+                                        "itlb_misses", "hw_prefetches_issued", "hw_prefetches_useful")},
+           "gem5_misses_overlapped": "l1d_misses_overlapped"}
 # O3's fetch buffer: trapline's board makes it the line when the line is shorter, else it stays
 # 64 bytes (gem5_configs/trapline_gem5/board.py): a longer line is read in 64-byte blocks
 O3_FETCH_BUFFER = 64

@@ -130,6 +130,16 @@ COUNTERS: tuple[Counter, ...] = (
     Counter("gem5_itlb_misses", (rf"{_CORE}\.mmu\.itb\.rdMisses", rf"{_CORE}\.mmu\.itb\.wrMisses"),
             "ITLB misses (x86; a fetch is counted as a write: its mode is Execute, not Read), refilled untimed "
             "as the DTLB's", needs=rf"{_CORE}\.mmu\.itb\.rdAccesses"),
+    Counter("gem5_hw_prefetches_issued", (rf"{_H}\.\w+\d*\.prefetcher(?:\.prefetchers\d*)?\.pfIssued",),
+            "lines the hardware prefetchers of every cache fetched (gem5's pfIssued: prefetch requests sent below; "
+            "one to a line already there or being filled is dropped before)",
+            needs=rf"{_H}\.\w+\d*\.prefetcher(?:\.prefetchers\d*)?\.pfIssued"),
+    Counter("gem5_hw_prefetches_useful", (rf"{_H}\.\w+\d*\.prefetcher(?:\.prefetchers\d*)?\.pfUseful",),
+            "hardware-prefetched lines a demand access used (gem5's pfUseful: a demand hit on a prefetched block)",
+            needs=rf"{_H}\.\w+\d*\.prefetcher(?:\.prefetchers\d*)?\.pfIssued"),
+    Counter("gem5_misses_overlapped", (rf"{_H}\.miss_overlaps\d*\.overlapped",),
+            "L1D demand misses made while another was still waiting for its line (trapline's change "
+            "overlap-stats: MissOverlap on each core's L1D)", needs=rf"{_H}\.miss_overlaps\d*\.primaryMisses"),
     Counter("gem5_locked_lines", _cache("l1dcaches", r"LockedRMWReadReq\.accesses"),
             "cache lines locked by locked read-modify-writes at the L1D (x86: one per locked RMW, two for one "
             "that straddles a line: gem5 locks each line separately)", needs=rf"{_H}\.l1dcaches\d*\.replacements"),

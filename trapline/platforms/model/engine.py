@@ -122,7 +122,11 @@ class ModelEngine(Engine):
         out = {"seconds": g["cycles"] / self.machine.clock_hz, "instructions": instructions(g),
                "cycles": g.get("cycles"), "traps": traps,
                "memory_reads_by_node": {str(i): n for i, n in enumerate(reads)} if reads else None,
-               "itlb_misses": (g.get("itlb") or {}).get("misses"), "dtlb_misses": (g.get("dtlb") or {}).get("misses")}
+               "itlb_misses": (g.get("itlb") or {}).get("misses"), "dtlb_misses": (g.get("dtlb") or {}).get("misses"),
+               "l1d_misses_in_flight": (g.get("timing") or {}).get("l1d_in_flight"),
+               "l1d_misses_overlapped": (g.get("timing") or {}).get("misses_overlapped"),
+               "hw_prefetches_issued": (g.get("hardware_prefetches") or {}).get("issued"),
+               "hw_prefetches_useful": (g.get("hardware_prefetches") or {}).get("useful")}
         for lv in ("l1i", "l1d", "l2", "l3"):
             out[f"{lv}_accesses"], out[f"{lv}_misses"] = _level(g, lv)
         return simstats.figures(**out)

@@ -1,0 +1,697 @@
+/*
+ * timing.c - time as an out-of-order core spends it on memory (core=ooo).
+ *
+ * With core=inorder (every SPARC and ARM machine) nothing here runs: each
+ * L1D miss costs its whole latency, one at a time, as stats.c computes from
+ * the counts. With core=ooo the data part of a region's cycles is what this
+ * file charges instead: the cycles the core stalls waiting for memory, on a
+ * timeline of its own.
+ *
+ * The timeline. Instruction n issues at T(n) = cpi x n + the serial cycles so
+ * far (instruction fetch, TLB walks, locks, traps: stats.c's other parts) +
+ * the stalls charged here. Nothing stalls at a miss itself:
+ *  - a load that misses the L1D starts at T(n), or when an outstanding load
+ *    whose value its address comes from completes (below), or when one of
+ *    the level's MSHRs frees (l1d_mshrs: the line fill buffers; an L2 miss
+ *    also takes one of l2_mshrs, an L3 miss one of l3_mshrs); it completes
+ *    its latency later (the level that served it: l2_lat, l3_lat, or the
+ *    NUMA latency of memory), and a line from memory no sooner than its
+ *    channel can deliver it after the lines before it (mem_channels, each
+ *    mem_width bytes x mem_rate transfers per cycle; lines spread over the
+ *    channels by address);
+ *  - the core stops when the window is full: when instruction n reaches
+ *    rob instructions, or lq loads, past an outstanding load miss, it waits
+ *    until that miss completes (the stall charged);
+ *  - a store that misses takes an MSHR for its line (the read for
+ *    ownership, issued at once: Intel's cores prefetch the RFO of a store
+ *    in the store buffer) and commits in program order when its line is
+ *    there; the core stops when sb stores are waiting behind an uncommitted
+ *    one;
+ *  - an access to a line still being filled (by a demand miss or a
+ *    prefetch) completes with the fill (l1d_misses_in_flight);
+ *  - at a region marker (and at exit) the core drains: every outstanding
+ *    load and store completes first, as around gem5's m5 operations.
+ *
+ * Dependences. QEMU 7.2's plugin API cannot read registers, so which loads
+ * feed an address is found from values: in user mode the plugin reads the
+ * value each load returned (the guest's memory, at the host address QEMU
+ * maps it to), and a load miss whose address lies within 4 KiB of a value
+ * an outstanding load returned waits for that load (a pointer chase, a
+ * list, a tree: the next address is the loaded pointer plus a field
+ * offset). An address computed from a loaded value in another way (an
+ * index scaled into an array, a hash) is not seen as dependent. In system
+ * mode the plugin cannot read guest memory, and every load miss waits for
+ * the outstanding loads: the misses of a guest lane are serial, as with
+ * core=inorder.
+ *
+ * Hardware prefetchers (per level, l1d_pf_* and l2_pf_*), trained as gem5's
+ * are by default (a level's demand misses and its demand hits on lines it
+ * prefetched), except the stream prefetcher, which sees every access reaching
+ * its level (as Intel's L2 streamer watches every L1 request):
+ *  - next-line (gem5's TaggedPrefetcher): the next N lines;
+ *  - adjacent-line: the other line of the aligned pair (a miss only);
+ *  - ip-stride (gem5's StridePrefetcher, its default table: 64 entries of 4
+ *    ways, LRU here where gem5 replaces at random; a 3-bit confidence starting
+ *    at 4, prefetching at 4 and above): per load PC, N prefetches at the
+ *    stride once it repeats, `distance` strides ahead;
+ *  - stream: per page, the direction of the accesses; each access of a
+ *    stream prefetches up to N lines beyond the furthest prefetched, at most
+ *    `distance` lines ahead of the access.
+ * A prefetch is dropped when its line is already in the level or being
+ * filled, and when it would leave the page (page_bounded); it takes an MSHR
+ * of its level (waiting for one), fills the line there (and the levels below,
+ * counted apart from demand accesses) and is useful when a demand access
+ * uses the line before it is replaced.
+ *
+ * Times here are in 1/256 cycles (Q8).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+#define Q 8
+#define Q1 (1ull << Q)
+
+bool ooo_on;
+static uint64_t cpi_q8, lat_q8[5];       /* by level served: [1] L1, [2] L2, [3] L3 */
+static uint64_t xfer_q8;                 /* one line over one channel */
+static uint64_t page_lines_shift;        /* page_shift - l1d_shift */
+static unsigned n_fb, n_sq, n_l3q;
+static uint64_t guest_base;              /* user mode: host address = guest address + guest_base */
+static bool values_known;                /* user mode: loaded values can be read */
+
+#define PFT_BITS 10
+#define PFT_MASK ((1u << PFT_BITS) - 1)
+#define ROBQ 256
+#define SBQ 256
+#define PROD 32
+#define MAX_SLOTS 256
+#define MAX_CHAN 64
+#define STRIDE_SETS 16
+#define STRIDE_WAYS 4
+#define MAX_STREAMS 1024
+
+enum { PF_NONE, PF_L1, PF_L2 };
+
+typedef struct {
+    uint64_t line;
+    uint64_t done;      /* Q8: the fill completes */
+    uint64_t insn_done; /* the instruction count by which it completes, were nothing to stall */
+    uint8_t pf;         /* PF_L1 / PF_L2: prefetched into that level and not used yet */
+} Pft;
+
+typedef struct {
+    uint64_t pc, last, tick;
+    int64_t stride;
+    int conf;
+    bool valid;
+} StrideE;
+
+typedef struct {
+    uint64_t page, tick;
+    int64_t last, frontier; /* line numbers */
+    int dir;
+    bool valid;
+} StreamE;
+
+struct Timing {
+    uint64_t now_q8;                 /* T at the last event */
+    uint64_t fb[MAX_SLOTS], sq[MAX_SLOTS], l3q[MAX_SLOTS];
+    uint64_t chan[MAX_CHAN];
+    struct { uint64_t insn, load, done; } rob[ROBQ];
+    unsigned rob_head, rob_n;
+    struct { uint64_t store, commit; } sbq[SBQ];
+    unsigned sb_head, sb_n;
+    uint64_t last_commit;
+    struct { uint64_t value, done; } prod[PROD];
+    unsigned prod_i;
+    uint64_t latest;                 /* the latest completion handed out (drain) */
+    Pft pft[1u << PFT_BITS];
+    StrideE stride[2][STRIDE_SETS][STRIDE_WAYS];
+    StreamE *stream[2];
+    uint64_t tick;
+    uint64_t cur_pc; /* the PC of the demand access being modelled (the stride prefetchers) */
+    uint64_t demand_until; /* when the last line a demand access waits for arrives (misses_overlapped) */
+};
+
+/* ------------------------------------------------------------ set-up */
+
+void timing_install(void)
+{
+    ooo_on = cfg.core == 1;
+    if (!ooo_on)
+        return;
+    cpi_q8 = (uint64_t)llround(cfg.cpi * Q1);
+    lat_q8[1] = cfg.l1d_lat << Q;
+    lat_q8[2] = cfg.l2_lat << Q;
+    lat_q8[3] = cfg.l3_lat << Q;
+    n_fb = (unsigned)(cfg.l1d_mshrs ? cfg.l1d_mshrs : MAX_SLOTS);
+    n_sq = (unsigned)(cfg.l2_mshrs ? cfg.l2_mshrs : MAX_SLOTS);
+    n_l3q = (unsigned)(cfg.l3_mshrs ? cfg.l3_mshrs : MAX_SLOTS);
+    if (n_fb > MAX_SLOTS)
+        n_fb = MAX_SLOTS;
+    if (n_sq > MAX_SLOTS)
+        n_sq = MAX_SLOTS;
+    if (n_l3q > MAX_SLOTS)
+        n_l3q = MAX_SLOTS;
+    if (cfg.mem_channels)
+        xfer_q8 = (uint64_t)llround((double)cfg.l1d_line / ((double)cfg.mem_width * cfg.mem_rate) * Q1);
+    page_lines_shift = page_shift > l1d_shift ? page_shift - l1d_shift : 0;
+    values_known = !system_mode;
+}
+
+/* user mode: the host address of guest address 0 (an instruction's host
+ * address minus its guest address; QEMU maps the guest's memory in one
+ * piece, linux-user's g2h) */
+void timing_guest_base(uint64_t haddr, uint64_t vaddr)
+{
+    if (ooo_on && !system_mode && haddr && !guest_base)
+        guest_base = haddr - vaddr;
+}
+
+void timing_vcpu_init(VCpu *v)
+{
+    if (!ooo_on || v->t)
+        return;
+    Timing *t = calloc(1, sizeof *t);
+    if (!t)
+        abort();
+    for (unsigned i = 0; i < (1u << PFT_BITS); i++)
+        t->pft[i].line = INVALID_TAG;
+    for (int l = 0; l < 2; l++) {
+        uint64_t n = l ? cfg.l2_pf_streams : cfg.l1d_pf_streams;
+        t->stream[l] = calloc(n ? n : 1, sizeof(StreamE));
+        if (!t->stream[l])
+            abort();
+    }
+    v->t = t;
+}
+
+/* ------------------------------------------------------------ the clock */
+
+/* The cycles (Q8) of everything but the data stalls: what stats.c charges
+ * besides the base and the data part (fetch, TLBs, straddles, traps, locks,
+ * windows, entries, waits). */
+static uint64_t serial_q8(const Counters *c)
+{
+    uint64_t p[CYC_NPARTS];
+    counters_cycles(c, p);
+    uint64_t s = 0;
+    for (int k = CYC_IFETCH; k < CYC_NPARTS; k++)
+        if (k != CYC_DATA)
+            s += p[k];
+    return s << Q;
+}
+
+static inline uint64_t insns_at(const VCpu *v, const InsnDesc *d)
+{
+    return v->c.insns - (d ? d->n_after : 0);
+}
+
+static uint64_t clock_at(VCpu *v, uint64_t insn)
+{
+    uint64_t t = cpi_q8 * insn + serial_q8(&v->c) + v->c.ooo_stall_q8;
+    if (t < v->t->now_q8) /* never backwards (a block counted at its entry) */
+        t = v->t->now_q8;
+    v->t->now_q8 = t;
+    return t;
+}
+
+static inline void stall(VCpu *v, uint64_t *now, uint64_t until)
+{
+    if (until > *now) {
+        v->c.ooo_stall_q8 += until - *now;
+        *now = until;
+        v->t->now_q8 = until;
+    }
+}
+
+/* The window: outstanding load misses the core has gone rob instructions or
+ * lq loads past stall it until they complete; completed ones leave. Store
+ * misses sb stores back hold it until they commit. */
+static void retire(VCpu *v, uint64_t insn, uint64_t loads, uint64_t stores, uint64_t *now)
+{
+    Timing *t = v->t;
+    while (t->rob_n) {
+        unsigned h = t->rob_head;
+        if (t->rob[h].done <= *now) {
+            t->rob_head = (h + 1) % ROBQ;
+            t->rob_n--;
+            continue;
+        }
+        bool by_rob = insn >= t->rob[h].insn + cfg.rob;
+        bool by_lq = cfg.lq && loads >= t->rob[h].load + cfg.lq;
+        if (!by_rob && !by_lq && t->rob_n < ROBQ)
+            break;
+        /* it blocked when the core reached rob instructions past it (its time
+         * taken back from now at cpi per instruction), or now */
+        uint64_t at = *now;
+        if (by_rob) {
+            uint64_t back = cpi_q8 * (insn - (t->rob[h].insn + cfg.rob));
+            at = back < *now ? *now - back : 0;
+        }
+        if (t->rob[h].done > at) {
+            uint64_t s = t->rob[h].done - at;
+            v->c.ooo_stall_q8 += s;
+            *now += s;
+            t->now_q8 = *now;
+        }
+        t->rob_head = (h + 1) % ROBQ;
+        t->rob_n--;
+    }
+    while (t->sb_n) {
+        unsigned h = t->sb_head;
+        if (t->sbq[h].commit <= *now) {
+            t->sb_head = (h + 1) % SBQ;
+            t->sb_n--;
+            continue;
+        }
+        if (!(cfg.sb && stores >= t->sbq[h].store + cfg.sb) && t->sb_n < SBQ)
+            break;
+        stall(v, now, t->sbq[h].commit);
+        t->sb_head = (h + 1) % SBQ;
+        t->sb_n--;
+    }
+}
+
+/* One of n slots (an MSHR): the one that frees first; the request starts no
+ * earlier than that. */
+static inline unsigned slot(const uint64_t *s, unsigned n)
+{
+    unsigned best = 0;
+    for (unsigned i = 1; i < n; i++)
+        if (s[i] < s[best])
+            best = i;
+    return best;
+}
+
+/* A fill of `line` from level lvl (2, 3, 4 = memory with latency mem_q8)
+ * asked for at `start`: the MSHRs it takes, the channel; returns when the
+ * line is there. l1: it takes an L1D MSHR too (a demand miss, an L1
+ * prefetch). */
+static uint64_t fill(VCpu *v, uint64_t line, int lvl, uint64_t mem_q8, uint64_t *startp, bool l1, uint64_t not_before)
+{
+    uint64_t start = *startp;
+    Timing *t = v->t;
+    unsigned a = 0, b = 0, c = 0;
+    if (l1) {
+        a = slot(t->fb, n_fb);
+        if (t->fb[a] > start)
+            start = t->fb[a];
+    }
+    if (lvl >= 3) {
+        b = slot(t->sq, n_sq);
+        if (t->sq[b] > start)
+            start = t->sq[b];
+    }
+    if (lvl >= 4 && have_l3) {
+        c = slot(t->l3q, n_l3q);
+        if (t->l3q[c] > start)
+            start = t->l3q[c];
+    }
+    *startp = start; /* when it leaves: its MSHRs were free */
+    uint64_t done = start + (lvl >= 4 ? mem_q8 : lat_q8[lvl]);
+    if (lvl >= 4 && cfg.mem_channels) {
+        uint64_t *ch = &t->chan[line % cfg.mem_channels];
+        if (*ch + xfer_q8 > done)
+            done = *ch + xfer_q8;
+        *ch = done;
+    }
+    if (done < not_before)
+        done = not_before;
+    if (l1)
+        t->fb[a] = done;
+    if (lvl >= 3)
+        t->sq[b] = done;
+    if (lvl >= 4 && have_l3)
+        t->l3q[c] = done;
+    if (done > t->latest)
+        t->latest = done;
+    return done;
+}
+
+static inline Pft *pft_of(Timing *t, uint64_t line)
+{
+    return &t->pft[(line ^ (line >> PFT_BITS)) & PFT_MASK];
+}
+
+static void pft_put(VCpu *v, uint64_t line, uint64_t done, uint64_t now, uint64_t insn, uint8_t pf)
+{
+    Pft *e = pft_of(v->t, line);
+    e->line = line;
+    e->done = done;
+    e->insn_done = insn + (cpi_q8 ? (done > now ? (done - now + cpi_q8 - 1) / cpi_q8 : 0) : 0) + 1;
+    e->pf = pf;
+}
+
+/* ------------------------------------------------------------ prefetchers */
+
+static void l2_access(VCpu *v, uint64_t line, uint64_t now, uint64_t insn, bool miss, bool pf_hit);
+
+static inline bool same_page(uint64_t a, uint64_t b)
+{
+    return (a >> page_lines_shift) == (b >> page_lines_shift);
+}
+
+/* One prefetch of `line` into level `into` (1: L1D, 2: L2) at time now. */
+static void prefetch_line(VCpu *v, int into, uint64_t line, uint64_t now, uint64_t insn)
+{
+    Timing *t = v->t;
+    Pft *e = pft_of(t, line);
+    bool filling = e->line == line && insn < e->insn_done;
+    if (filling && (into == 2 || e->pf != PF_L2))
+        return; /* being filled into this level */
+    /* an L1D prefetch of a line on its way to the L2 comes with that fill */
+    uint64_t not_before = filling ? e->done + lat_q8[2] - lat_q8[1] : 0;
+    int lvl;
+    if (into == 1 ? array_find(&v->l1d, line) != NULL
+                  : !have_l2 || array_find(&v->l2, (line << l1d_shift) >> l2_shift) != NULL)
+        return;
+    /* demand misses come first: a prefetch goes only when one of its level's MSHRs is free (as gem5's
+     * caches send a queued prefetch only then) */
+    const uint64_t *s = into == 1 ? t->fb : t->sq;
+    if (s[slot(s, into == 1 ? n_fb : n_sq)] > now) {
+        v->c.hwpf_dropped++;
+        return;
+    }
+    lvl = into == 1 ? pf_fill_l1d(v, line) : pf_fill_l2(v, line);
+    uint64_t mem_q8 = lvl == 0 ? (uint64_t)v->pf_mem_lat << Q : 0;
+    uint64_t start = now;
+    uint64_t done = fill(v, line, lvl == 0 ? 4 : lvl, mem_q8, &start, into == 1, not_before);
+    v->c.hwpf_issued[into - 1]++;
+    pft_put(v, line, done, now, insn, into == 1 ? PF_L1 : PF_L2);
+    if (into == 1 && have_l2) /* the L1's prefetch is an access of the L2 */
+        l2_access(v, line, now, insn, lvl != 2, false);
+}
+
+static void next_line(VCpu *v, int lvl, uint64_t line, uint64_t now, uint64_t insn, uint64_t degree, bool page)
+{
+    for (uint64_t k = 1; k <= degree; k++) {
+        if (page && !same_page(line, line + k))
+            break;
+        prefetch_line(v, lvl, line + k, now, insn);
+    }
+}
+
+/* gem5's StridePrefetcher (src/mem/cache/prefetch/stride.cc), its default table; on physical addresses
+ * as gem5's (use_virtual_addresses false), so that its lines are the caches' */
+static void ip_stride(VCpu *v, int lvl, uint64_t pc, uint64_t addr, uint64_t now, uint64_t insn)
+{
+    Timing *t = v->t;
+    uint64_t degree = lvl == 1 ? cfg.l1d_pf_stride : cfg.l2_pf_stride;
+    uint64_t dist = lvl == 1 ? cfg.l1d_pf_stride_dist : cfg.l2_pf_stride_dist;
+    bool page = lvl == 1 ? cfg.l1d_pf_stride_page : cfg.l2_pf_stride_page;
+    StrideE *set = t->stride[lvl - 1][(pc ^ (pc >> 4)) % STRIDE_SETS];
+    StrideE *e = NULL, *victim = &set[0];
+    for (int i = 0; i < STRIDE_WAYS; i++) {
+        if (set[i].valid && set[i].pc == pc)
+            e = &set[i];
+        if (!set[i].valid || set[i].tick < victim->tick)
+            victim = &set[i];
+    }
+    t->tick++;
+    if (!e) {
+        victim->valid = true;
+        victim->pc = pc;
+        victim->last = addr;
+        victim->stride = 0;
+        victim->conf = 4;
+        victim->tick = t->tick;
+        return;
+    }
+    e->tick = t->tick;
+    int64_t s = (int64_t)(addr - e->last);
+    if (s == e->stride && s != 0) {
+        if (e->conf < 7)
+            e->conf++;
+    } else {
+        if (e->conf > 0)
+            e->conf--;
+        if (e->conf < 4) /* below 50% of 7 */
+            e->stride = s;
+    }
+    e->last = addr;
+    if (e->conf < 4)
+        return;
+    int64_t ps = s;
+    int64_t blk = (int64_t)cfg.l1d_line;
+    if (ps < blk && ps > -blk)
+        ps = ps < 0 ? -blk : blk;
+    uint64_t a = addr + (uint64_t)((int64_t)dist * ps);
+    uint64_t here = addr >> l1d_shift;
+    for (uint64_t k = 1; k <= degree; k++) {
+        a += (uint64_t)ps;
+        uint64_t line = a >> l1d_shift;
+        if (page && !same_page(here, line))
+            break;
+        prefetch_line(v, lvl, line, now, insn);
+    }
+}
+
+static void stream(VCpu *v, int lvl, uint64_t line, uint64_t now, uint64_t insn)
+{
+    Timing *t = v->t;
+    uint64_t degree = lvl == 1 ? cfg.l1d_pf_stream : cfg.l2_pf_stream;
+    int64_t dist = (int64_t)(lvl == 1 ? cfg.l1d_pf_stream_dist : cfg.l2_pf_stream_dist);
+    uint64_t n = lvl == 1 ? cfg.l1d_pf_streams : cfg.l2_pf_streams;
+    bool page = lvl == 1 ? cfg.l1d_pf_stream_page : cfg.l2_pf_stream_page;
+    StreamE *tab = t->stream[lvl - 1], *e = NULL, *victim = &tab[0];
+    uint64_t pg = line >> page_lines_shift;
+    for (uint64_t i = 0; i < n; i++) {
+        if (tab[i].valid && tab[i].page == pg) {
+            e = &tab[i];
+            break;
+        }
+        if (!tab[i].valid || tab[i].tick < victim->tick)
+            victim = &tab[i];
+    }
+    t->tick++;
+    if (!e) {
+        *victim = (StreamE){.page = pg, .tick = t->tick, .last = (int64_t)line, .frontier = (int64_t)line,
+                            .dir = 0, .valid = true};
+        return;
+    }
+    e->tick = t->tick;
+    int64_t L = (int64_t)line, d = L - e->last;
+    if (d == 0)
+        return;
+    int dir = d > 0 ? 1 : -1;
+    if (dir != e->dir) {
+        e->dir = dir;
+        e->frontier = L;
+    }
+    e->last = L;
+    if ((e->frontier - L) * dir < 0)
+        e->frontier = L;
+    for (uint64_t k = 0; k < degree; k++) {
+        int64_t x = e->frontier + dir;
+        if ((x - L) * dir > dist || x < 0)
+            break;
+        if (page && !same_page(line, (uint64_t)x))
+            break;
+        prefetch_line(v, lvl, (uint64_t)x, now, insn);
+        e->frontier = x;
+    }
+}
+
+/* The prefetchers of a level, told of an access: a demand miss (miss), a
+ * demand hit on a line the level prefetched (pf_hit), or any other access
+ * (the stream prefetcher alone hears those). */
+static void train(VCpu *v, int lvl, uint64_t line, uint64_t pc, uint64_t addr, uint64_t now, uint64_t insn, bool miss,
+                  bool pf_hit)
+{
+    bool l1 = lvl == 1;
+    if (miss || pf_hit) {
+        uint64_t nl = l1 ? cfg.l1d_pf_next : cfg.l2_pf_next;
+        if (nl)
+            next_line(v, lvl, line, now, insn, nl, l1 ? cfg.l1d_pf_next_page : cfg.l2_pf_next_page);
+        if ((l1 ? cfg.l1d_pf_stride : cfg.l2_pf_stride) && pc)
+            ip_stride(v, lvl, pc, addr, now, insn);
+    }
+    if (miss && (l1 ? cfg.l1d_pf_adj : cfg.l2_pf_adj))
+        prefetch_line(v, lvl, line ^ 1, now, insn);
+    if (l1 ? cfg.l1d_pf_stream : cfg.l2_pf_stream)
+        stream(v, lvl, line, now, insn);
+}
+
+static void l2_access(VCpu *v, uint64_t line, uint64_t now, uint64_t insn, bool miss, bool pf_hit)
+{
+    if (cfg.l2_pf_next || cfg.l2_pf_adj || cfg.l2_pf_stride || cfg.l2_pf_stream)
+        train(v, 2, line, v->t->cur_pc, line << l1d_shift, now, insn, miss, pf_hit);
+}
+
+/* ------------------------------------------------------------ accesses */
+
+/* A demand access to a line not in the L1D and not yet missed by an earlier demand access (a miss, or
+ * the first demand access of a line a prefetch is still filling): misses_overlapped when another such
+ * access is still waiting for its line (the demand misses in flight; gem5's overlap-stats counts the
+ * same from its L1D's Miss and Fill probes). */
+static inline void primary_miss(VCpu *v, uint64_t start, uint64_t done)
+{
+    Timing *t = v->t;
+    if (t->demand_until > start)
+        v->c.misses_overlapped++;
+    if (done > t->demand_until)
+        t->demand_until = done;
+}
+
+static inline uint64_t loaded_value(uint64_t vaddr, unsigned size)
+{
+    uint64_t x = 0;
+    const void *p = (const void *)(uintptr_t)(vaddr + guest_base);
+    if (size == 8) {
+        memcpy(&x, p, 8);
+        if (cfg.arch == ARCH_SPARC64)
+            x = __builtin_bswap64(x);
+    } else {
+        uint32_t y;
+        memcpy(&y, p, 4);
+        x = cfg.arch == ARCH_SPARC64 ? __builtin_bswap32(y) : y;
+    }
+    return x;
+}
+
+static inline void producer(VCpu *v, uint64_t vaddr, unsigned size, uint64_t done)
+{
+    if (!values_known || (size != 8 && size != 4))
+        return;
+    Timing *t = v->t;
+    t->prod[t->prod_i].value = loaded_value(vaddr, size);
+    t->prod[t->prod_i].done = done;
+    t->prod_i = (t->prod_i + 1) % PROD;
+}
+
+/* when the loads an address depends on complete (0 if none is outstanding) */
+static uint64_t depends(VCpu *v, uint64_t vaddr, uint64_t now)
+{
+    Timing *t = v->t;
+    uint64_t dep = 0;
+    if (!values_known) { /* system mode: every outstanding load */
+        for (unsigned i = 0, h = t->rob_head; i < t->rob_n; i++, h = (h + 1) % ROBQ)
+            if (t->rob[h].done > dep)
+                dep = t->rob[h].done;
+        return dep > now ? dep : 0;
+    }
+    for (unsigned i = 0; i < PROD; i++)
+        if (t->prod[i].done > now && vaddr - t->prod[i].value + 4096 < 8192 && t->prod[i].done > dep)
+            dep = t->prod[i].done;
+    return dep;
+}
+
+void timing_access(VCpu *v, const InsnDesc *d, uint64_t vaddr, uint64_t paddr, unsigned size, bool store,
+                   const AccessMark *before)
+{
+    Timing *t = v->t;
+    uint64_t line = paddr >> l1d_shift;
+    uint64_t misses = v->c.l1d_load_misses + v->c.l1d_store_misses;
+    uint64_t insn = insns_at(v, d);
+    Pft *e = pft_of(t, line);
+    if (misses == before->misses) {
+        /* an L1D hit: only a line still being filled, or prefetched and not used yet, matters */
+        if (LIKELY(e->line != line))
+            return;
+        bool inflight = insn < e->insn_done;
+        if (inflight && e->pf == PF_L1) /* the first demand access of a line its prefetch is still filling */
+            primary_miss(v, clock_at(v, insn), e->done);
+        if (inflight) {
+            v->c.l1d_inflight++;
+            if (store) {
+                if (t->sb_n && e->done > t->last_commit)
+                    t->last_commit = e->done;
+            } else {
+                producer(v, vaddr, size, e->done);
+            }
+        }
+        if (e->pf == PF_L1) {
+            e->pf = PF_NONE;
+            v->c.hwpf_useful[0]++;
+            uint64_t now = clock_at(v, insn);
+            t->cur_pc = d ? d->tb->ivaddr[d->idx] : 0;
+            train(v, 1, line, t->cur_pc, paddr, now, insn, false, true);
+        }
+        if (!inflight && e->pf == PF_NONE)
+            e->line = INVALID_TAG;
+        return;
+    }
+    /* an L1D miss: served by the L2, the L3 or memory (what the counts moved by) */
+    int lvl;
+    uint64_t mem_q8 = 0;
+    if (v->c.l1d_rmiss_l2hit != before->l2hit)
+        lvl = 2;
+    else if (v->c.l1d_rmiss_l3hit != before->l3hit)
+        lvl = 3;
+    else {
+        lvl = 4;
+        mem_q8 = (v->c.mem_cycles_d - before->mem_cycles) << Q;
+    }
+    uint64_t loads = v->c.loads + v->c.lean[0], stores = v->c.stores + v->c.lean[1];
+    uint64_t now = clock_at(v, insn);
+    retire(v, insn, loads, stores, &now);
+    t->cur_pc = d ? d->tb->ivaddr[d->idx] : 0;
+    uint64_t start = now;
+    if (!store) {
+        uint64_t dep = depends(v, vaddr, now);
+        if (dep) {
+            /* its translation, too, waits for the address: this access's TLB walk after the load it
+             * depends on (charged in the serial part as every walk is) */
+            uint64_t dt = v->c.dtlb_misses - before->dtlb_misses, st = v->c.stlb_misses - before->stlb_misses;
+            dep += (have_stlb ? dt * cfg.stlb_lat + st * cfg.tlb_miss : dt * cfg.tlb_miss) << Q;
+        }
+        if (dep > start) {
+            start = dep;
+            v->c.dependent_misses++;
+        }
+    }
+    /* a line on its way (a prefetch into the L2, or a fill this L1 lost to an eviction) comes no
+     * sooner than that fill */
+    uint64_t not_before = e->line == line && insn < e->insn_done ? e->done : 0;
+    bool pf_l2 = e->line == line && e->pf == PF_L2 && lvl == 2;
+    uint64_t done = fill(v, line, lvl, mem_q8, &start, true, not_before);
+    if (pf_l2)
+        v->c.hwpf_useful[1]++;
+    primary_miss(v, start, done);
+    pft_put(v, line, done, now, insn, PF_NONE);
+    if (store) {
+        t->last_commit = done > t->last_commit ? done : t->last_commit;
+        unsigned i = (t->sb_head + t->sb_n) % SBQ;
+        if (t->sb_n == SBQ) {
+            stall(v, &now, t->sbq[t->sb_head].commit);
+            t->sb_head = (t->sb_head + 1) % SBQ;
+            t->sb_n--;
+            i = (t->sb_head + t->sb_n) % SBQ;
+        }
+        t->sbq[i].store = stores;
+        t->sbq[i].commit = t->last_commit;
+        t->sb_n++;
+    } else {
+        unsigned i = (t->rob_head + t->rob_n) % ROBQ;
+        t->rob[i].insn = insn;
+        t->rob[i].load = loads;
+        t->rob[i].done = done;
+        t->rob_n++;
+        producer(v, vaddr, size, done);
+    }
+    /* the prefetchers hear the miss: the L1D's, and the L2's (this miss is an access of the L2) */
+    train(v, 1, line, t->cur_pc, paddr, start, insn, true, false);
+    if (have_l2)
+        l2_access(v, line, start, insn, lvl != 2, pf_l2);
+}
+
+/* A marker or the end: the core waits for every outstanding load and store. */
+void timing_drain(VCpu *v, uint64_t insn)
+{
+    Timing *t = v->t;
+    if (!t)
+        return;
+    uint64_t now = clock_at(v, insn);
+    uint64_t until = 0;
+    for (unsigned i = 0, h = t->rob_head; i < t->rob_n; i++, h = (h + 1) % ROBQ)
+        if (t->rob[h].done > until)
+            until = t->rob[h].done;
+    if (t->sb_n && t->last_commit > until)
+        until = t->last_commit;
+    stall(v, &now, until);
+    t->rob_n = t->sb_n = 0;
+}
