@@ -28,7 +28,7 @@ from pathlib import Path
 from trapline import analysis, experiment, machine as machines, platforms
 from trapline.errors import UsageError
 
-_NUM = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
+_NUM = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]*(?:/s)?)\s*$")
 
 
 def scaled(value, factor: float, where: str) -> str:
@@ -76,8 +76,9 @@ def plan(exp_id: str, machine: str | None, params: list[str], factors: list[floa
                          f"experiments with one: {', '.join(with_lane)}")
     m = machines.load(machine or exp.platform(lane)["machine"])
     sources = m.sources()
-    if not params:
-        params = sorted(k for k, v in sources.items() if v.startswith("assumed"))
+    if not params:  # the assumed numbers the lane's simulator reads
+        unused = platforms.find(lane).unused_fields(m)
+        params = sorted(k for k, v in sources.items() if v.startswith("assumed") and k not in unused)
         if not params:
             raise UsageError(f"machine '{m.name}' has no assumed parameters; name some with --param PATH "
                              f"(its numbers: {', '.join(sorted(sources))})")

@@ -19,11 +19,15 @@
  *                          as the scheduler would place an unbound process,
  *                          then the thread binds to B: per trial the
  *                          fraction of pages local to B and the access time
- * "Touch" is building a random cyclic pointer chase through every 64-byte
- * line of the buffer (size=, default 64 MiB), so every page is written by
- * the touching CPU. After binding, each sample walks the chase once
- * (pattern=chase: one dependent load per line, ns per access = latency) or
- * reads every line in order (pattern=stride).
+ * "Touch" is building a random cyclic pointer chase through the first line of
+ * every 128-byte pair of the buffer (size=, default 64 MiB), so every page is
+ * written by the touching CPU. After binding, each sample walks the chase once
+ * (pattern=chase: one dependent load per node, ns per access = latency) or
+ * reads every line in order (pattern=stride). One node per pair, not per line:
+ * an x86 core's adjacent-line prefetcher completes every line it fetches into
+ * its L2 with the other line of the pair, and a chase through every line would
+ * find a part of its lines fetched ahead (a measurement of latency then reads
+ * less than the latency); the other line of a pair is no node.
  *
  * Placement is read back with move_pages(2) in query mode (nodes = NULL),
  * called through syscall() so the binary stays static without libnuma; the
@@ -43,13 +47,13 @@
  * its own, in creation order; trapline's board puts core i on node i).
  * "Bind to B" is "run in that thread", placement is read from gem5's
  * statistics at each node's memory (gem5_numa_pages_node*), the bimodal draw
- * (a scheduler's choice) is skipped, and the chase visits the lines in a
- * fixed stride order (line k, k+S, k+2S, ... mod the line count, S prime
- * and more than a page of lines): on a board without hardware prefetchers,
- * whose SE mode refills TLB misses untimed, every step is one dependent
- * memory access as in the random chase, for a fraction of the simulated
- * instructions the random shuffle costs (gem5 simulates about 0.2 million
- * instructions a second on its O3 CPU).
+ * (a scheduler's choice) is skipped, and the chase visits the nodes in a
+ * fixed stride order (node k, k+S, k+2S, ... mod the node count, S prime
+ * and more than a page of nodes apart, so that no prefetcher that stays in a
+ * page finds it), whose SE mode refills TLB misses untimed: every step is one
+ * dependent memory access as in the random chase, for a fraction of the
+ * simulated instructions the random shuffle costs (gem5 simulates about 0.2
+ * million instructions a second on its O3 CPU).
  */
 #include "trapline.h"
 #include <dirent.h>
@@ -166,21 +170,23 @@ static char *alloc_buf(size_t size)
     return p;
 }
 
-/* The first touch: link every line into one random cycle (Sattolo's
- * shuffle), writing each line from the CPU we are running on. */
-static void touch_chase(char *buf, size_t nlines, uint64_t seed)
+/* The first touch: link the first line of every 128-byte pair into one
+ * random cycle (Sattolo's shuffle), writing each from the CPU we are running
+ * on (every page holds 32 of them). */
+#define NODE (2 * LINE)
+static void touch_chase(char *buf, size_t nnodes, uint64_t seed)
 {
-    uint32_t *perm = tl_malloc(nlines * sizeof *perm);
-    for (size_t i = 0; i < nlines; i++)
+    uint32_t *perm = tl_malloc(nnodes * sizeof *perm);
+    for (size_t i = 0; i < nnodes; i++)
         perm[i] = (uint32_t)i;
-    for (size_t i = nlines - 1; i > 0; i--) {
+    for (size_t i = nnodes - 1; i > 0; i--) {
         size_t j = splitmix64(&seed) % i; /* j < i: a single cycle */
         uint32_t t = perm[i];
         perm[i] = perm[j];
         perm[j] = t;
     }
-    for (size_t i = 0; i < nlines; i++)
-        *(char **)(buf + (size_t)perm[i] * LINE) = buf + (size_t)perm[(i + 1) % nlines] * LINE;
+    for (size_t i = 0; i < nnodes; i++)
+        *(char **)(buf + (size_t)perm[i] * NODE) = buf + (size_t)perm[(i + 1) % nnodes] * NODE;
     free(perm);
 }
 
@@ -238,11 +244,12 @@ __attribute__((noinline)) static uintptr_t stride_read(const char *buf, size_t n
 static uint64_t body(void *vc)
 {
     struct ctx *c = vc;
-    if (c->stride)
+    if (c->stride) {
         c->sink += stride_read(c->buf, c->nlines);
-    else
-        c->sink += (uintptr_t)chase_walk(c->buf, c->nlines);
-    return c->nlines;
+        return c->nlines;
+    }
+    c->sink += (uintptr_t)chase_walk(c->buf, c->nlines * LINE / NODE);
+    return c->nlines * LINE / NODE;
 }
 
 struct run {
@@ -259,7 +266,7 @@ static void experiment(const struct run *R, const struct topo *t, const char *va
     bind_cpu(touch_cpu);
     char *buf = alloc_buf(R->size);
     size_t nlines = R->size / LINE;
-    touch_chase(buf, nlines, seed);
+    touch_chase(buf, nlines * LINE / NODE, seed);
     if (measure_cpu != touch_cpu)
         bind_cpu(measure_cpu);
     int on = sched_getcpu();
@@ -298,7 +305,7 @@ static void experiment(const struct run *R, const struct topo *t, const char *va
 #if defined(TL_GEM5)
 /* ------------------------------------------------------ the gem5 build */
 
-#define STRIDE_LINES 4099 /* prime, more than a page (64 lines) apart */
+#define STRIDE_NODES 4099 /* prime, more than a page (32 nodes) apart */
 
 struct gem5_job {
     const struct run *R;
@@ -309,16 +316,17 @@ struct gem5_job {
     int touch_core;
 };
 
-/* Link line k to line k+S (mod n): one cycle through every line when S and n
- * are coprime. Writes every line from the core this runs on. */
+/* Link node k to node k+S (mod n; a node is the first line of a 128-byte pair,
+ * NODE): one cycle through every node when S and n are coprime. Writes every
+ * node (so every page) from the core this runs on. */
 static void touch_stride(char *buf, size_t n)
 {
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
-        size_t next = k + STRIDE_LINES;
+        size_t next = k + STRIDE_NODES;
         if (next >= n)
             next -= n;
-        *(char **)(buf + k * LINE) = buf + next * LINE;
+        *(char **)(buf + k * NODE) = buf + next * NODE;
         k = next;
     }
 }
@@ -327,7 +335,7 @@ static void gem5_measure(struct gem5_job *j)
 {
     if (!j->buf) {
         j->buf = alloc_buf(j->R->size);
-        touch_stride(j->buf, j->nlines);
+        touch_stride(j->buf, j->nlines * LINE / NODE);
         j->touch_core = j->core;
     }
     char params[200];
@@ -358,8 +366,8 @@ static void on_core1(struct gem5_job *j)
 static int gem5_main(const struct run *R, const char *const *list)
 {
     size_t n = R->size / LINE;
-    if (n % STRIDE_LINES == 0)
-        tl_fail("size/64 must not be a multiple of %d", STRIDE_LINES);
+    if (n * LINE / NODE % STRIDE_NODES == 0)
+        tl_fail("size/128 must not be a multiple of %d", STRIDE_NODES);
     tl_header("nodes=2 cpu_nodes=2 usable_cpus=2 size=%zu pattern=%s placement=gem5", R->size, R->pattern);
     for (int i = 0; list[i]; i++) {
         const char *v = list[i];
@@ -368,7 +376,7 @@ static int gem5_main(const struct run *R, const char *const *list)
             gem5_measure(&j);
         } else if (!strcmp(v, "touch-then-bind-other")) {
             j.buf = alloc_buf(R->size);
-            touch_stride(j.buf, n);
+            touch_stride(j.buf, n * LINE / NODE);
             j.touch_core = 0;
             on_core1(&j);
         } else if (!strcmp(v, "bind-first")) {

@@ -205,9 +205,13 @@ static uint64_t serial_q8(const Counters *c)
     return s << Q;
 }
 
+/* The instruction an access belongs to: the block's count is taken at its entry, less the instructions
+ * after this one (none where the entry was not counted: the block a region starts in, under
+ * fast_forward=2, is counted by the region's start) */
 static inline uint64_t insns_at(const VCpu *v, const InsnDesc *d)
 {
-    return v->c.insns - (d ? d->n_after : 0);
+    uint64_t after = d ? d->n_after : 0;
+    return v->c.insns > after ? v->c.insns - after : 0;
 }
 
 static uint64_t clock_at(VCpu *v, uint64_t insn)
@@ -685,6 +689,9 @@ void timing_drain(VCpu *v, uint64_t insn)
     Timing *t = v->t;
     if (!t)
         return;
+    if (insn > v->c.insns) /* a marker in a block whose entry was not counted (fast_forward=2): its count less
+                            * the instructions after it went below 0 */
+        insn = v->c.insns;
     uint64_t now = clock_at(v, insn);
     uint64_t until = 0;
     for (unsigned i = 0, h = t->rob_head; i < t->rob_n; i++, h = (h + 1) % ROBQ)

@@ -248,6 +248,12 @@ class Platform:
 
     # ------------------------------------------------ a platform that takes a machine (takes_machine)
 
+    @classmethod
+    def unused_fields(cls, machine: machines.Machine) -> frozenset[str]:
+        """The fields of machine this platform's simulator does not read (its user-mode lanes): what
+        sensitivity does not scale and a figure does not rest on."""
+        return frozenset()
+
     def machine_of(self, exp) -> machines.Machine:
         """The machine its lane of exp runs: --machine, else the lane's `machine`, with the
         machine's --set values, loaded and checked once per run context (a bad field raises,
@@ -406,8 +412,8 @@ def machine_provenance(exp, m: machines.Machine, unused: frozenset[str] | set[st
     # numbers the machine file takes from the claim itself (its own figures, not fitted)
     from_claim = sorted(k for k, v in srcs.items() if k not in unused
                         and not str(v).startswith("calibrated") and re.search(rf"claims\.md {cat}\b", str(v)))
-    # numbers no source was found for (docs/machines.md lists them with the reasoning)
-    assumed = sorted(k for k, v in srcs.items() if str(v).startswith("assumed:"))
+    # numbers no source was found for that the simulator reads (docs/machines.md lists them with the reasoning)
+    assumed = sorted(k for k, v in srcs.items() if str(v).startswith("assumed:") and k not in unused)
     return {"machine": m.name, "machine_sets": list(m.sets), "machine_file_sha256": m.to_dict().get("file_sha256"),
             "clock_hz": m.clock_hz, "calibrated_on_this_claim": calibrated, "from_this_claim": from_claim,
             "assumed": assumed, "rests_on": rests_on(calibrated, from_claim)}

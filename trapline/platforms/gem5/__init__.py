@@ -30,7 +30,7 @@ import os
 from trapline import arch as arch_table, build, machine as machines
 from trapline.errors import RunFailed, UsageError
 from trapline.platforms.gem5 import binary, run as gem5_run
-from trapline.platforms.gem5.engine import Gem5Engine
+from trapline.platforms.gem5.engine import Gem5Engine, unused_fields as gem5_unused_fields
 from trapline.platforms.gem5.machine_json import isa
 from trapline.platforms.base import CommandOption, Lane, Platform, PlatformRun, check_kernel_sets, machine_lines
 from trapline.platforms.engine import run_lane
@@ -88,6 +88,10 @@ class Gem5Platform(Platform):
     lanes = (Gem5Lane,)
     options = (CommandOption("--gem5", "PATH", "the gem5 binary for the gem5 platform (default: $GEM5, then "
                                                "gem5.opt or gem5 on PATH)"),)
+
+    @classmethod
+    def unused_fields(cls, machine) -> frozenset[str]:
+        return gem5_unused_fields(machine)
 
     @classmethod
     def take_options(cls, values: dict) -> None:

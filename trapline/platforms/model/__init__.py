@@ -37,7 +37,7 @@ from trapline.platforms.base import (GuestLane, Lane, Platform, PlatformRun, che
 from trapline.platforms.engine import run_lane
 from trapline.platforms.model.counters import COUNTERS
 from trapline.platforms.model.engine import (TIMEOUT_S, GuestEngine, ModelEngine,
-                                             guest_plugin_options, machine_facts)
+                                             guest_plugin_options, machine_facts, unused_fields as model_unused_fields)
 from trapline.platforms.model.plugin_build import TOOL as PLUGIN_TOOL, plugin as built_plugin
 from trapline.proc import tail, tool_version
 
@@ -149,6 +149,10 @@ class ModelPlatform(Platform):
     takes_machine = True
     counters = tuple(c.name for c in COUNTERS)
     lanes = (UserLane, GuestModelLane)
+
+    @classmethod
+    def unused_fields(cls, machine) -> frozenset[str]:
+        return model_unused_fields(machine)
 
     @classmethod
     def lane_class(cls, spec: dict) -> type[Lane]:

@@ -20,6 +20,7 @@ from trapline import arch as arch_table, guest, images, machine as machines, sim
 from trapline.kernelio import MODELLED_TIMER
 from trapline.platforms.base import machine_provenance
 from trapline.platforms.engine import Engine, Ran
+from trapline.machine.options import OPTIONS
 from trapline.platforms.model import counters
 from trapline.proc import run_command
 
@@ -38,6 +39,18 @@ GUEST_BOOT_S = 300
 # lump trap cost (the plugin charges traps.cost only in user mode) and, on
 # sparc64, no window-trap cost (guest_plugin_args): a guest lane does not use them.
 UNUSED_IN_GUEST = frozenset({"traps.cost", "windows.spill_fill_cost"})
+# the plugin's options that only an out-of-order core's timeline reads (model/plugin/timing.c): on an
+# in-order machine the fields behind them (its store buffer, MSHRs, prefetchers, memory channels) are
+# not read
+OOO_ONLY = ("rob", "lq", "sb", "l1d_mshrs", "l2_mshrs", "l3_mshrs", "mem_channels", "mem_width", "mem_rate")
+
+
+def unused_fields(m: machines.Machine, guest: bool = False) -> frozenset[str]:
+    """The machine fields the model does not read for m (in a guest lane: guest)."""
+    out = set(UNUSED_IN_GUEST) if guest else set()
+    if m.raw("core.kind") != "out-of-order":
+        out |= {o.field for o in OPTIONS if o.name in OOO_ONLY or "_pf_" in o.name}
+    return frozenset(out)
 
 
 def simulate(arch: str, plugin: Path, machine: machines.Machine, argv: list[str], timeout: float = TIMEOUT_S,
@@ -84,7 +97,7 @@ def instructions(g: dict) -> int | None:
 
 
 def machine_facts(exp, m: machines.Machine, regions: int, guest: bool = False) -> dict:
-    f = machine_provenance(exp, m, UNUSED_IN_GUEST if guest else frozenset())
+    f = machine_provenance(exp, m, unused_fields(m, guest))
     keys = ("machine", "machine_sets", "machine_file_sha256", "clock_hz")
     return {**{k: f[k] for k in keys}, "regions": regions, "deterministic": True,
             **{k: v for k, v in f.items() if k not in keys}}
