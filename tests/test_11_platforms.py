@@ -158,14 +158,14 @@ def test_a_new_platform_is_one_module(tmp_path, results_dir):
 
 # A simulator as a user would add one: one module with its engine (trapline/platforms/engine.py).
 # It runs the kernel natively and charges one cycle per operation each sample reports; its
-# lanes and `simulate` are the engine's (run_lane, Engine.simulate), nothing else written.
+# lanes and `simulate` are the engine's (SimulatorLane on run_lane, Engine.simulate), nothing else written.
 TALLY = '''"""A throwaway platform made by the test suite: a simulator of its own."""
 import re
 
 from trapline import simstats
 from trapline.kernelio import MODELLED_TIMER
 from trapline.platforms.base import Platform
-from trapline.platforms.engine import Engine, Ran, run_lane
+from trapline.platforms.engine import Engine, Ran, SimulatorLane
 from trapline.proc import run_command
 
 
@@ -199,15 +199,8 @@ class TallyPlatform(Platform):
     arch = "x86_64"
     takes_machine = True
     counters = ("tally_ops", "tally_cycles")
-    simulates = ("user",)
-
-    def engine(self, machine, mode):
-        return TallyEngine(machine)
-
-    def run(self, exp):
-        spec, arch, t0 = self._lane(exp)
-        m = self.use_machine(exp)
-        return run_lane(self.lane(exp), exp, self.engine(m, "user"), self.ctx.kernels(arch) / exp.kernel, 60, t0)
+    lanes = (SimulatorLane,)
+    engines = {"user": TallyEngine}
 '''
 
 

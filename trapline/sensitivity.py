@@ -87,7 +87,7 @@ def plan(exp_id: str, machine: str | None, params: list[str], factors: list[floa
             raise UsageError(f"--param {p}: machine '{m.name}' has no such number; valid: {', '.join(sorted(sources))}")
         for f in factors:
             v = scaled(m.raw(p), f, p)
-            machines.load(machine or m.name, [f"{p}={v}"])  # a scaled value the checks refuse fails here
+            machines.load(machine or m.name, [(p, v)])  # a scaled value the checks refuse fails here
             cases.append((p, f, v))
     return exp, lane, m, cases
 

@@ -91,18 +91,23 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m trapline.platforms.gem5",
-                description="Write a machine description as typed JSON for gem5_configs/run_se.py")
+def add_options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The options that write a machine as JSON (--machine, --set, -o), on `p`: here and on
+    `./run.sh gem5 machine` (trapline.platforms.gem5.commands)."""
     p.add_argument("--machine", required=True, help="a machine name (gem5_configs/machines/) or a YAML file")
-    p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
+    p.add_argument("--set", action="append", default=[], type=machines.pair, metavar="PATH=VALUE",
                    help="override a machine field, e.g. caches.l1d.size=64kB (repeatable)")
     p.add_argument("-o", "--output", metavar="FILE", help="write the JSON here (default: standard output)")
     return p
 
 
-def write(machine: str, sets: list[str], output: str | None) -> None:
-    """Load the machine (with --set overrides) and write its typed JSON to `output`
+def parser() -> argparse.ArgumentParser:
+    return add_options(_Parser(prog="python -m trapline.platforms.gem5",
+                               description="Write a machine description as typed JSON for gem5_configs/run_se.py"))
+
+
+def write(machine: str, sets: list[machines.Pair], output: str | None) -> None:
+    """Load the machine (with the --set (path, value) pairs) and write its typed JSON to `output`
     atomically (printing its path) or to standard output. Bad input raises
     UsageError naming the field or the valid choices."""
     text = json.dumps(export(machines.load(machine, sets=sets)), indent=2) + "\n"
