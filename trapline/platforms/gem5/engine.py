@@ -11,18 +11,15 @@ statistics.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from functools import cached_property, lru_cache
+from functools import cached_property
 from pathlib import Path
 
 from trapline import build, machine as machines, simstats
 from trapline.errors import RunFailed, UsageError
-from trapline.paths import ROOT
 from trapline.platforms.base import Lane
 from trapline.platforms.engine import Engine, Ran
 from trapline.platforms.gem5 import binary, run as gem5_run, stats
-from trapline.platforms.gem5.machine_json import export, isa
+from trapline.platforms.gem5.machine_json import export, isa, params
 
 FLAVOUR = "gem5"          # the kernels' build flavour with m5-op region markers (kernels/common)
 FREESTANDING = "gem5-freestanding"  # ... whose listed sparc64 kernels link without glibc
@@ -36,22 +33,6 @@ FIGURES = {"gem5_instructions": "instructions", "gem5_cycles": "cycles", "gem5_l
            **{f"gem5_{k}": k for k in ("l1i_misses", "l1d_accesses", "l1d_misses", "l1d_misses_in_flight",
                                         "l2_accesses", "l2_misses", "l3_accesses", "l3_misses", "dtlb_misses",
                                         "itlb_misses")}}
-# O3's fetch buffer: trapline's board makes it the line when the line is shorter, else it stays
-# 64 bytes (gem5_configs/trapline_gem5/board.py): a longer line is read in 64-byte blocks
-O3_FETCH_BUFFER = 64
-
-
-@lru_cache(maxsize=None)
-def _params_module():
-    """gem5_configs/trapline_gem5/params.py (plain Python: gem5's side of the machine mapping)."""
-    path = ROOT / "gem5_configs" / "trapline_gem5" / "params.py"
-    spec = importlib.util.spec_from_file_location("trapline_gem5_params", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # (its dataclasses look their module up)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def kernel_flavour(arch: str, g: dict) -> str:
     """The build flavour of the kernels a gem5 (facts g) runs: gem5, or on sparc64 without
     trapline's change sparc-glibc, gem5-freestanding (a stock gem5's SPARC SE mode stops a
@@ -69,7 +50,7 @@ def unused_fields(m: machines.Machine, g: dict | None = None, exported: dict | N
     notes them instead of mapping them (the model-only costs such as traps.cost, or on a
     stock gem5 atomics.split_lock_cost), so a parameter fitted to a claim that gem5
     ignores does not make gem5's figure 'fitted'. exported: export(m), when made already."""
-    p = _params_module().from_machine(exported or export(m), changes=_changes(g))
+    p = params.from_machine(exported or export(m), changes=_changes(g))
     return frozenset(n.field for n in p.notes if n.field not in p.mapped)
 
 
@@ -102,8 +83,9 @@ class Gem5Engine(Engine):
         super().__init__(platform, machine, mode, lane)
         self.cpu, self._gem5 = cpu or cpu_of(machine), gem5
         self.cores_by_args = lane is not None if cores_by_args is None else cores_by_args
-        # O3 reads a line per fetch only when the line fits its fetch buffer
-        self.line_fetches = machine.bytes("caches.l1i.line") <= O3_FETCH_BUFFER
+        # O3 reads a line per fetch only when the line fits its fetch buffer (trapline's board makes
+        # the buffer the line when the line is shorter; a longer line is read in buffer-sized blocks)
+        self.line_fetches = machine.bytes("caches.l1i.line") <= params.O3_FETCH_BUFFER
         # a lane's kernels: the flavour this gem5 runs (its facts say)
         self.flavour = kernel_flavour(machine.arch, self.gem5_facts) if lane is not None else None
 

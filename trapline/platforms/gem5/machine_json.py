@@ -24,10 +24,14 @@ from typing import Any
 from trapline import arch as arch_table, machine as machines
 from trapline.errors import UsageError, exit_status
 from trapline.machine import paths, schema
+from trapline.paths import GEM5_CONFIGS
 from trapline.results import atomic_write
 
-FORMAT = 1
-KIND = "trapline-machine"
+# gem5's side of the machine mapping, trapline_gem5.params (plain Python, no gem5): imported
+# as the module run_se.py imports, from gem5_configs/ (its reader of this JSON: FORMAT, MACHINE_KIND)
+if str(GEM5_CONFIGS) not in sys.path:
+    sys.path.append(str(GEM5_CONFIGS))
+from trapline_gem5 import params  # noqa: E402
 # gem5.isas.ISA member names (src/python/gem5/isas.py), by architecture
 ISA_OF_ARCH = {name: a.gem5_isa for name, a in arch_table.ARCHES.items()}  # the architecture table
 # top-level text that is no machine parameter (gem5 could not take it)
@@ -81,7 +85,7 @@ def isa(machine: machines.Machine) -> str:
 
 def export(machine: machines.Machine) -> dict:
     """The JSON-ready typed machine that run_se.py (trapline_gem5.params.from_machine) reads."""
-    return {"format": FORMAT, "kind": KIND, "machine": machine.name, "sets": list(machine.sets),
+    return {"format": params.FORMAT, "kind": params.MACHINE_KIND, "machine": machine.name, "sets": list(machine.sets),
             "arch": machine.arch, "isa": isa(machine), "clock_hz": machine.clock_hz,
             "fields": fields(machine)}
 
