@@ -279,6 +279,7 @@ def cmd_reproduce_all(args) -> int:
 def cmd_report(args) -> int:
     from trapline import report, results
     path = results.find_run(args.run_id)
+    results.writable_run(path, "report")
     for name, data in report.render(path).items():
         results.atomic_write(path / name, data)
     print(path / "report.html")
