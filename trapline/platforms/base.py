@@ -1,7 +1,10 @@
 """What every platform provides: the protocol a platform module implements (class
 Platform: a new platform is one module of trapline/platforms/ defining one subclass),
-the kind of lane it runs (class Lane), what one run produced (PlatformRun), and the
-helpers every platform shares (kernel arguments, --set checks, a guest's sweep keys).
+the kinds of lane it runs (class Lane: each lane runs itself, its commands are Command),
+what one run produced (PlatformRun), and the helpers every platform shares (kernel
+arguments, --set checks, a guest's sweep keys). How a platform runs a program (its
+engines) is trapline/platforms/engine.py; what a lane's figures rest on is its
+machine's (trapline.machine.Machine.rests_on).
 
 Callers ask a platform these attributes and methods (through the registry,
 trapline/platforms/__init__.py); no module outside trapline/platforms/ switches on a
