@@ -158,14 +158,14 @@ def test_a_new_platform_is_one_module(tmp_path, results_dir):
 
 # A simulator as a user would add one: one module with its engine (trapline/platforms/engine.py).
 # It runs the kernel natively and charges one cycle per operation each sample reports; its
-# lanes and `simulate` are the engine's (run_lane, Engine.simulate), nothing else written.
+# lanes and `simulate` are the engine's (SimulatorLane on run_lane, Engine.simulate), nothing else written.
 TALLY = '''"""A throwaway platform made by the test suite: a simulator of its own."""
 import re
 
 from trapline import simstats
 from trapline.kernelio import MODELLED_TIMER
 from trapline.platforms.base import Platform
-from trapline.platforms.engine import Engine, Ran, run_lane
+from trapline.platforms.engine import Engine, Ran, SimulatorLane
 from trapline.proc import run_command
 
 
@@ -199,15 +199,8 @@ class TallyPlatform(Platform):
     arch = "x86_64"
     takes_machine = True
     counters = ("tally_ops", "tally_cycles")
-    simulates = ("user",)
-
-    def engine(self, machine, mode):
-        return TallyEngine(machine)
-
-    def run(self, exp):
-        spec, arch, t0 = self._lane(exp)
-        m = self.use_machine(exp)
-        return run_lane(self.lane(exp), exp, self.engine(m, "user"), self.ctx.kernels(arch) / exp.kernel, 60, t0)
+    lanes = (SimulatorLane,)
+    engines = {"user": TallyEngine}
 '''
 
 
@@ -299,7 +292,7 @@ LAYERS = (
     ("machines", ("trapline.machine",)),
     ("builds", ("trapline.build", "trapline.images", "trapline.imagebuilders", "trapline.guest")),
     ("run context", ("trapline.context",)),
-    ("platform protocol", ("trapline.platforms", "trapline.platforms.base")),
+    ("platform protocol", ("trapline.platforms", "trapline.platforms.base", "trapline.platforms.engine")),
     ("platforms", ("trapline.platforms.host", "trapline.platforms.qemu", "trapline.platforms.model",
                    "trapline.platforms.gem5")),
     ("experiments", ("trapline.experiment", "trapline.analysis", "trapline.entry")),
@@ -320,8 +313,9 @@ def layer_of(module: str) -> int:
 
 
 def import_graph(root: Path) -> dict[str, set[str]]:
-    """trapline's modules and the trapline modules each imports, at module level or inside a
-    function (not under `if TYPE_CHECKING`); `from pkg import sub` is an edge to pkg.sub, and
+    """trapline's modules and the trapline modules each imports: at module level, inside a
+    function, or only for the type checker (under `if TYPE_CHECKING`: a reader and a checker
+    follow it as they follow any import); `from pkg import sub` is an edge to pkg.sub, and
     an import of a module of another package is an edge to that package's __init__ too
     (Python runs it first: machine -> platforms.model.plugin runs platforms.model)."""
     pkg = root / "trapline"
@@ -347,12 +341,8 @@ def import_graph(root: Path) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for m, f in mods.items():
         tree = ast.parse(f.read_text())
-        typing_only = {id(x) for n in ast.walk(tree) if isinstance(n, ast.If)
-                       and getattr(n.test, "id", "") == "TYPE_CHECKING" for x in ast.walk(n)}
         edges = set()
         for node in ast.walk(tree):
-            if id(node) in typing_only:
-                continue
             targets = []
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
@@ -433,16 +423,39 @@ def test_no_import_runs_up_a_layer():
 def import_graph_edges_of_plugin_import() -> set[str]:
     """What import_graph makes of `from trapline.platforms.model import plugin` in a module
     of the machine package (a throwaway tree of empty modules)."""
+    return _throwaway_graph({"trapline/machine/__init__.py": "def f():\n    from trapline.platforms.model import plugin\n",
+                             "trapline/platforms/__init__.py": "", "trapline/platforms/model/__init__.py": "",
+                             "trapline/platforms/model/plugin.py": ""})["trapline.machine"]
+
+
+def _throwaway_graph(files: dict[str, str]) -> dict[str, set[str]]:
+    """import_graph of a throwaway tree: trapline/__init__.py and `files` (path -> source)."""
     import tempfile
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)
-        for f, text in {"trapline/__init__.py": "", "trapline/machine/__init__.py":
-                        "def f():\n    from trapline.platforms.model import plugin\n",
-                        "trapline/platforms/__init__.py": "", "trapline/platforms/model/__init__.py": "",
-                        "trapline/platforms/model/plugin.py": ""}.items():
+        for f, text in {"trapline/__init__.py": "", **files}.items():
             (root / f).parent.mkdir(parents=True, exist_ok=True)
             (root / f).write_text(text)
-        return import_graph(root)["trapline.machine"]
+        return import_graph(root)
+
+
+def test_type_only_and_function_level_imports_count():
+    """An import only the type checker follows, or one inside a function, is an edge like any
+    other: the circle between the image builders and the run context of before (a type-only
+    import back up a layer) is found, and so is the function-level import of the platform
+    registry that base.py had."""
+    graph = _throwaway_graph({
+        "trapline/context.py": "from trapline import imagebuilders\n",
+        "trapline/imagebuilders/__init__.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                              "    from trapline.context import RunContext\n",
+        "trapline/platforms/__init__.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                          "    from trapline.platforms.base import Platform\n",
+        "trapline/platforms/base.py": "def check():\n    from trapline import platforms\n"})
+    assert graph["trapline.imagebuilders"] == {"trapline.context"}
+    assert graph["trapline.platforms.base"] == {"trapline.platforms"}
+    assert sorted(cycles(graph)) == [["trapline.context", "trapline.imagebuilders"],
+                                     ["trapline.platforms", "trapline.platforms.base"]]
+    assert upward(graph) == ["trapline.imagebuilders -> trapline.context"]
 
 
 def test_root_is_defined_once():

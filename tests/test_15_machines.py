@@ -102,7 +102,7 @@ def _reject(tmp_path, data, name="x86-2012-server", sets=()):
     p = tmp_path / f"{name}.yaml"
     p.write_text(yaml.safe_dump(data))
     with pytest.raises(M.MachineError) as ei:
-        M.load(p, sets)
+        M.load(p, [M.pair(s) for s in sets])
     return str(ei.value)
 
 
@@ -156,7 +156,7 @@ def test_bad_fields_are_named(tmp_path, x86, mutate, expected):
 ])
 def test_bad_sets_are_named(sets, expected):
     with pytest.raises(M.MachineError) as ei:
-        M.load("x86-2012-server", sets)
+        M.load("x86-2012-server", [M.pair(s) for s in sets])
     assert expected in str(ei.value), str(ei.value)
 
 
@@ -284,7 +284,7 @@ def test_plugin_args_of_each_machine():
 
 def test_set_moves_the_right_plugin_arg():
     base = args(M.load("x86-2012-server"))
-    changed = args(M.load("x86-2012-server", ["caches.l1d.line=32B"]))
+    changed = args(M.load("x86-2012-server", [("caches.l1d.line", "32B")]))
     assert changed["l1d_line"] == "32"
     assert {k for k in base if base[k] != changed[k]} == {"l1d_line"}
 
@@ -301,11 +301,11 @@ def test_set_moves_the_right_plugin_arg():
     (["clock.value=1.3GHz"], "l1d_lat", "4"),       # cycle figures do not
 ])
 def test_set_overrides_a_field(sets, key, value):
-    assert args(M.load("x86-2012-server", sets))[key] == value
+    assert args(M.load("x86-2012-server", [M.pair(s) for s in sets]))[key] == value
 
 
 def test_set_indexes_lists_and_records_itself_as_the_source():
-    m = M.load("x86-2012-server", ["numa.latency_ns[0][1]=150ns", "caches.l1d.line=32B"])
+    m = M.load("x86-2012-server", [("numa.latency_ns[0][1]", "150ns"), ("caches.l1d.line", "32B")])
     assert m.numa_cycles() == [[234, 390], [312, 234]]
     assert m.sources()["numa.latency_ns[0][1]"] == "--set numa.latency_ns[0][1]=150ns"
     assert m.sources()["caches.l1d.line"] == "--set caches.l1d.line=32B"
@@ -315,12 +315,12 @@ def test_set_indexes_lists_and_records_itself_as_the_source():
 
 def test_apply_sets_does_not_touch_its_input(x86):
     before = copy.deepcopy(x86)
-    out = M.apply_sets(x86, ["caches.l1d.line=32B"])
+    out = M.apply_sets(x86, [("caches.l1d.line", "32B")])
     assert x86 == before and out["caches"]["l1d"]["line"]["value"] == "32B"
 
 
 def test_set_can_replace_a_calibrated_figure_and_drops_its_claim():
-    m = M.load("ultrasparc-iv-plus", ["traps.cost=1us"])
+    m = M.load("ultrasparc-iv-plus", [("traps.cost", "1us")])
     assert args(m)["trap_cost"] == "1500"
     assert m.sources()["traps.cost"] == "--set traps.cost=1us"
 
@@ -335,7 +335,7 @@ def test_to_dict_and_summary():
         assert len(d["file_sha256"]) == 64 and d["plugin_args"] == plugin_args(m)
         s = m.summary()
         assert "\n" not in s and s.startswith(f"{name} (")
-    s = M.load("x86-2012-server", ["caches.l1d.line=32B"]).summary()
+    s = M.load("x86-2012-server", [("caches.l1d.line", "32B")]).summary()
     assert "L1D 32kB/8w/{'value': '32B'" not in s and "--set caches.l1d.line=32B" in s
 
 
@@ -364,7 +364,7 @@ def test_plugin_args_carry_the_l3_and_the_numa_matrix():
     assert x["numa_nodes"] == "2" and x["numa_interleave"] == "0"
     local, remote = (M.to_int(ns * 1e-9 * clock) for ns in (90, 120))
     assert x["numa_lat"] == f"{local}:{remote}:{remote}:{local}"
-    y = args(M.load("x86-2012-server", ["numa.interleave=true", "numa.latency_ns[0][1]=150ns"]))
+    y = args(M.load("x86-2012-server", [("numa.interleave", "true"), ("numa.latency_ns[0][1]", "150ns")]))
     assert y["numa_interleave"] == "64" and y["numa_lat"].split(":")[1] == str(M.to_int(150e-9 * clock))
     assert args(ms["arm1176-rpi1"])["l3_size"] == "0" and "numa_nodes" not in args(ms["arm1176-rpi1"])
 
@@ -388,10 +388,10 @@ def test_a_derived_number_must_equal_its_formula_and_follows_a_set(tmp_path):
     assert m.raw("tlb.dtlb.miss_penalty") == "180ns"
     assert m.sources()["tlb.dtlb.miss_penalty"].startswith("derived: 2 * memory.latency")
     # a --set on the field it reads recomputes it, in its own unit
-    m2 = M.load(_with(tmp_path, "x86-2012-server", _derived), ["memory.latency=100ns"])
+    m2 = M.load(_with(tmp_path, "x86-2012-server", _derived), [("memory.latency", "100ns")])
     assert m2.raw("tlb.dtlb.miss_penalty") == "200ns"
     # a --set on the derived field itself wins
-    m3 = M.load(_with(tmp_path, "x86-2012-server", _derived), ["memory.latency=100ns", "tlb.dtlb.miss_penalty=50ns"])
+    m3 = M.load(_with(tmp_path, "x86-2012-server", _derived), [("memory.latency", "100ns"), ("tlb.dtlb.miss_penalty", "50ns")])
     assert m3.raw("tlb.dtlb.miss_penalty") == "50ns"
 
 
@@ -438,7 +438,7 @@ def test_numbers_are_typed_once_at_load_from_the_schemas_x_unit():
     with pytest.raises(M.MachineError, match="caches.l1d.line: is a size, not a time"):
         x.cycles("caches.l1d.line")
     # a --set on the clock retypes every time written in ns; cycles stay as written
-    slow = M.load("x86-2012-server", ["clock=1GHz"])
+    slow = M.load("x86-2012-server", [("clock", "1GHz")])
     assert slow.cycles("memory.latency") == pytest.approx(90.0) and slow.cycles("caches.l2.latency") == 12.0
 
 
@@ -456,11 +456,11 @@ def test_a_new_field_needs_only_the_schema_and_the_yaml(tmp_path, monkeypatch, x
     p.write_text(yaml.safe_dump(d))
     m = M.load(p)
     assert m.bytes("caches.l1d.fill_buffer") == 1024 and "caches.l1d.fill_buffer" in m.sources()
-    m2 = M.load(p, ["caches.l1d.fill_buffer=2kB"])
+    m2 = M.load(p, [("caches.l1d.fill_buffer", "2kB")])
     assert m2.bytes("caches.l1d.fill_buffer") == 2048
     assert m2.sources()["caches.l1d.fill_buffer"] == "--set caches.l1d.fill_buffer=2kB"
     with pytest.raises(M.MachineError, match="caches.l1d.fill_buffer: unknown unit 'furlongs'"):
-        M.load(p, ["caches.l1d.fill_buffer=1furlongs"])
+        M.load(p, [("caches.l1d.fill_buffer", "1furlongs")])
 
 
 def test_an_optional_field_maps_to_its_option_only_when_given():
@@ -468,7 +468,7 @@ def test_an_optional_field_maps_to_its_option_only_when_given():
     absent from every machine file, so not passed; given, in whole cycles at the clock."""
     m = M.load("ultrasparc-iv-plus")
     assert not any(a.startswith("trap_entry=") for a in plugin_args(m))
-    m = M.load("ultrasparc-iv-plus", ["traps.entry_cost=40cycles"])
+    m = M.load("ultrasparc-iv-plus", [("traps.entry_cost", "40cycles")])
     assert "trap_entry=40" in plugin_args(m)
-    m = M.load("ultrasparc-iv-plus", ["traps.entry_cost=20ns"])  # 1.5 GHz: 30 cycles
+    m = M.load("ultrasparc-iv-plus", [("traps.entry_cost", "20ns")])  # 1.5 GHz: 30 cycles
     assert "trap_entry=30" in plugin_args(m), plugin_args(m)

@@ -199,7 +199,7 @@ def test_latencies_add_up_to_the_machines_load_to_use(machines, name):
 
 
 def test_clamped_latency_is_noted_not_hidden():
-    m = load("x86-2012-server", ["caches.l2.latency=6cycles"])
+    m = load("x86-2012-server", [("caches.l2.latency", "6cycles")])
     p = gem5_params(m)
     assert p.l2.data_latency == p.l2.tag_latency
     assert P.Note in map(type, p.notes_for("caches.l2.latency"))
@@ -248,7 +248,7 @@ def test_qemu_model_only_fields_are_noted(machines):
         assert p.notes_for(f), f
     t1 = gem5_params(machines["ultrasparc-t1"])
     assert t1.notes_for("windows.spill_fill_cost") and "windows.count" in t1.mapped  # NWindows = 8 in gem5
-    assert not gem5_params(load("ultrasparc-t1", ["windows.count=16"])).mapped.get("windows.count")
+    assert not gem5_params(load("ultrasparc-t1", [("windows.count", "16")])).mapped.get("windows.count")
 
 
 @pytest.mark.parametrize("name", MACHINES)
@@ -317,7 +317,7 @@ def test_bad_set_exits_2_with_machine_loads_error():
     r = run_export("--machine", "ultrasparc-t1", "--set", "caches.l1d.line=48B")
     assert r.returncode == 2
     with pytest.raises(M.MachineError) as e:
-        M.load("ultrasparc-t1", ["caches.l1d.line=48B"])
+        M.load("ultrasparc-t1", [("caches.l1d.line", "48B")])
     assert r.stderr.strip() == f"trapline: error: {e.value}"
     assert run_export().returncode == 2  # --machine is required
     assert r.stdout == ""

@@ -160,11 +160,18 @@ def test_stats_blocks_become_regions():
         stats.parse(BLOCK.format(ticks="many", insts=1, miss=1))
 
 
+def _gem5():
+    """The gem5 platform in a run context of its own (its engines read regions without a gem5)."""
+    from trapline.context import RunContext
+    from trapline.platforms.gem5 import Gem5Platform
+    return Gem5Platform(RunContext.make())
+
+
 def test_pair_regions_gives_samples_gem5s_time_and_counts():
     out = kernelio.parse("TL exp=e kind=sample variant=row rep=0 ops=100 ns=999999 rows=4\n"
                          "TL exp=e kind=sample variant=row rep=1 ops=100 ns=999999 rows=4\n")
     regions, _ = stats.regions(BLOCK.format(ticks=3850, insts=7, miss=2) * 3, 2.6e9)
-    engine = Gem5Engine(M.load("x86-2012-server"))
+    engine = _gem5().engine(M.load("x86-2012-server"), "se")
     assert engine.pair(out, regions[:1], "e row") == \
         "e row: gem5 dumped 1 regions for 2 samples; they must pair up one to one (is the kernel built in the gem5 flavour?)"
     assert engine.pair(out, regions, "e row") is None
@@ -305,7 +312,7 @@ def test_a_thread_needs_a_core(gem5_binary):
     two = run.simulate(m, argv, cpu="timing", cores=run.cores_for(args), gem5=gem5_binary)
     assert two.error is None and two.status == 0, two.stderr[-2000:]
     out = kernelio.parse(two.stdout)
-    assert Gem5Engine(m).pair(out, two.regions, "stl") is None and len(out.samples) == 1
+    assert _gem5().engine(m, "se").pair(out, two.regions, "stl") is None and len(out.samples) == 1
     assert any(c["value"] == "ok" for c in out.checks)
 
 
@@ -324,17 +331,17 @@ def test_gem5_and_the_model_agree_on_l1d_misses(gem5_binary, kernel, runs):
     """Issue 20's done-when: on x86-2012-server, gem5's (O3) and the model's L1D
     misses per operation agree within 25%: both are LRU set-associative caches of
     the same shape."""
-    from trapline.platforms.model.engine import ModelEngine
-    from trapline.platforms.model.plugin_build import plugin_path
+    from trapline.context import RunContext
+    from trapline.platforms.model import ModelPlatform
     m = M.load("x86-2012-server")
-    plugin = plugin_path()
+    model_engine = ModelPlatform(RunContext.make()).engine(m, "user")
     for args in runs:
         default = build.build("x86_64") / kernel
-        ran = ModelEngine(m, plugin).run([str(default)] + args, 900)
+        ran = model_engine.run([str(default)] + args, 900)
         assert ran.status == 0, ran.stderr[-2000:]
         model = kernelio.parse(ran.stdout)
-        assert ModelEngine(m, plugin).pair(model, [g for g in ran.raw["regions"] if g.get("marked")], kernel) is None
-        engine = Gem5Engine(m, "o3", gem5_binary)
+        assert model_engine.pair(model, [g for g in ran.raw["regions"] if g.get("marked")], kernel) is None
+        engine = Gem5Engine(_gem5(), m, "se", cpu="o3", gem5=gem5_binary)
         r = engine.run([str(build.build("x86_64", flavour="gem5") / kernel)] + args, 1800)
         assert r.error is None and r.status == 0, r.error or r.stderr[-2000:]
         assert json.loads(json.dumps(r.raw["gem5"]))["sha256"] and r.raw["config_sha256"]

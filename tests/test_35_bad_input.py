@@ -7,6 +7,8 @@ no run directory or .incomplete state, and leave no process running.
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -206,6 +208,85 @@ def test_a_results_directory_that_cannot_hold_a_run_is_refused_before_it(case, t
     assert "loop-order on host" not in r.stderr  # before the run
     if before is not None:
         assert sorted(p.name for p in root.iterdir()) == before, list(root.iterdir())
+
+
+@pytest.mark.parametrize("case", ["loop", "loop-above", "dangling"])
+def test_results_directory_through_a_symlink_that_leads_nowhere(case, tmp_path):
+    """TRAPLINE_RESULTS a symbolic link that loops (or one on the way to it, or one to nothing):
+    one line saying so, exit 2, for a command that writes runs and for one that reads them."""
+    link = tmp_path / "results"
+    os.symlink(link if case != "dangling" else tmp_path / "gone", link)
+    root = link / "deeper" if case == "loop-above" else link
+    words = {"loop": [str(root), "symbolic link that loops"],
+             "loop-above": [str(root), "cannot be reached", "symbolic links"],
+             "dangling": [str(root), "symbolic link that leads to", "which does not exist"]}[case]
+    for argv in (["run", "loop-order", "--platform", "host", "--quick"], ["fidelity"]):
+        r = trapline(*argv, env={"TRAPLINE_RESULTS": str(root)})
+        _check(r, ["TRAPLINE_RESULTS", *words], tmp_path / "gone")
+        assert "is a file" not in r.stderr, r.stderr
+
+
+def _no_build_env(tmp_path: Path) -> dict:
+    """A cache of its own, and a PATH without gem5's build tools: a check that let a build
+    through would stop at its missing tools, not run for 90 minutes (test_92's way)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    return {"TRAPLINE_CACHE": str(tmp_path / "cache"), "PATH": str(bindir), "GEM5": "none"}
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["-j", "0"], ["-j", "positive whole number", "'0'"]),
+    (["-j", "-3"], ["-j", "positive whole number", "'-3'"]),
+    (["-j", "two"], ["-j", "positive whole number", "'two'"]),
+    (["--source", ""], ["--source", "not an empty path", "tarball"]),
+    (["--source", "DIR"], ["--source", "is a directory", "tarball"]),
+], ids=["j-0", "j-negative", "j-word", "source-empty", "source-directory"])
+def test_gem5_build_options_are_checked_before_anything_builds(argv, words, tmp_path):
+    argv = [str(tmp_path) if a == "DIR" else a for a in argv]
+    env = _no_build_env(tmp_path)
+    r = subprocess.run([sys.executable, "-m", "trapline", "gem5", "build", *argv], capture_output=True, text=True,
+                       env={**os.environ, **env, "PYTHONPATH": str(ROOT)}, cwd=ROOT, timeout=300)
+    _check(r, words, tmp_path / "cache")
+
+
+def test_gem5_which_of_something_that_is_not_gem5_is_one_line_and_remembers_nothing(tmp_path):
+    fake = tmp_path / "gem5.opt"
+    fake.write_text("#!/bin/sh\necho hello\n")
+    fake.chmod(0o755)
+    for prog in (str(fake), "/bin/true"):
+        r = trapline("gem5", "which", "--gem5", prog, env={"TRAPLINE_CACHE": str(tmp_path / "cache"), "GEM5": ""})
+        _check(r, ["is not gem5", "said nothing of gem5's"], tmp_path / "cache")
+
+
+def _elf(tmp_path: Path, name: str, flags: list[str], source: str = "int main(void) { return 0; }\n") -> Path:
+    (tmp_path / "p.c").write_text(source)
+    out = tmp_path / name
+    subprocess.run(["gcc", *flags, "-o", str(out), str(tmp_path / "p.c")], check=True)
+    out.chmod(0o755)
+    return out
+
+
+@pytest.mark.parametrize("kind,words", [
+    ("truncated", ["is truncated", "lies past its end"]),
+    ("shared-object", ["is a shared object", "not an executable", "-static"]),
+    ("object-file", ["is an object file", "not linked"]),
+])
+def test_simulate_refuses_what_is_no_whole_executable(kind, words, tmp_path, results_dir):
+    """A copy cut short, a library or an object file: one line before anything runs (qemu's
+    own error and a result of zeros, before); a static PIE still runs."""
+    if kind == "truncated":
+        whole = _elf(tmp_path, "whole", ["-static", "-O1"])
+        prog = tmp_path / "cut"
+        prog.write_bytes(whole.read_bytes()[:20000])
+        prog.chmod(0o755)
+    else:
+        prog = _elf(tmp_path, "lib.so" if kind == "shared-object" else "p.o",
+                    ["-shared", "-fPIC"] if kind == "shared-object" else ["-c"])
+    r = trapline("simulate", "--machine", "x86-2012-server", "--platform", "host", "--", str(prog))
+    _check(r, [str(prog), *words], results_dir)
+    pie = _elf(tmp_path, "pie", ["-static-pie", "-O1"])
+    r = trapline("simulate", "--machine", "x86-2012-server", "--platform", "host", "--format", "json", "--", str(pie))
+    assert r.returncode == 0, r.stderr
 
 
 def test_latest_as_a_directory_and_a_damaged_run(tmp_path):

@@ -157,14 +157,15 @@ def test_bad_input_is_one_line_before_anything_runs(prog, tmp_path):
 
 def test_gem5_result_in_the_common_format(prog, gem5_binary):
     from trapline import machine, program
+    from trapline.context import RunContext
+    from trapline.platforms.gem5 import Gem5Platform
     from trapline.platforms.gem5.engine import Gem5Engine
 
-    class Gem5:  # the gem5 platform's name and label (its simulate() passes its class)
-        name, label = "gem5", "gem5"
+    gem5 = Gem5Platform(RunContext.make())  # (its engine's stats name the platform)
 
     m = machine.load("x86-2012-server")
     p = program.check(str(prog), m.arch)
-    run = Gem5Engine(m, "timing", gem5_binary).simulate(Gem5, p, [p.path], "se", timeout=600)
+    run = Gem5Engine(gem5, m, "se", cpu="timing", gem5=gem5_binary).simulate(p, [p.path], timeout=600)
     assert run.error is None, run.error
     s = valid(run.stats)
     assert s["mode"] == "se" and s["exit_status"] == 0 and "sum 16773120" in run.stdout
@@ -305,10 +306,11 @@ def stream_runs(tmp_path_factory, gem5_binary):
     """The stream's one region on the model (user mode) and on gem5 (O3, its m5-op build), with
     64- and 128-byte lines: {(line, "model" | "gem5"): region figures}."""
     from trapline import machine, program
+    from trapline.context import RunContext
+    from trapline.platforms.gem5 import Gem5Platform
     from trapline.platforms.gem5.engine import Gem5Engine
 
-    class Gem5:
-        name, label = "gem5", "gem5"
+    gem5 = Gem5Platform(RunContext.make())
 
     d = tmp_path_factory.mktemp("stream")
     (d / "stream.c").write_text(STREAM_C)
@@ -323,9 +325,9 @@ def stream_runs(tmp_path_factory, gem5_binary):
         s = valid(json.loads(r.stdout))
         assert len(s["regions"]) == 1, s["regions"]
         out[line, "model"] = s["regions"][0]
-        m = machine.load("x86-2012-server", sets=sets)
+        m = machine.load("x86-2012-server", sets=[machine.pair(s) for s in sets])
         p = program.check(str(d / "stream-gem5"), m.arch)
-        run = Gem5Engine(m, "o3", gem5_binary).simulate(Gem5, p, [p.path], "se", timeout=900)
+        run = Gem5Engine(gem5, m, "se", cpu="o3", gem5=gem5_binary).simulate(p, [p.path], timeout=900)
         assert run.error is None, run.error
         s = valid(run.stats)
         assert len(s["regions"]) == 1, s["regions"]
@@ -388,10 +390,11 @@ def test_a_rep_string_instruction_is_one_instruction_on_both(tmp_path, gem5_bina
     """QEMU executes rep stosb once per byte; the model counts it once, as gem5 does (and x86's
     retired-instruction counters): the region's instructions do not grow with the count."""
     from trapline import machine, program
+    from trapline.context import RunContext
+    from trapline.platforms.gem5 import Gem5Platform
     from trapline.platforms.gem5.engine import Gem5Engine
 
-    class Gem5:
-        name, label = "gem5", "gem5"
+    gem5 = Gem5Platform(RunContext.make())
 
     (tmp_path / "rep.c").write_text(REP_C)
     for name, flags in (("rep", []), ("rep-gem5", ["-DTL_GEM5"])):
@@ -407,7 +410,7 @@ def test_a_rep_string_instruction_is_one_instruction_on_both(tmp_path, gem5_bina
         got[n, "model"] = s["regions"][0]
         assert s["stats"]["regions"][0]["rep_repeats"] >= n - 1  # QEMU's executions after the first
         p = program.check(str(tmp_path / "rep-gem5"), m.arch)
-        run = Gem5Engine(m, "timing", gem5_binary).simulate(Gem5, p, [p.path, str(n)], "se", timeout=900)
+        run = Gem5Engine(gem5, m, "se", cpu="timing", gem5=gem5_binary).simulate(p, [p.path, str(n)], timeout=900)
         assert run.error is None, run.error
         got[n, "gem5"] = valid(run.stats)["regions"][0]
     assert got[64, "model"]["instructions"] == got[65536, "model"]["instructions"] < 8, got

@@ -251,13 +251,14 @@ def gem5_entry(model_run, gem5_binary):
     metrics with gem5's counters: gem5's entry."""
     from trapline import build, entry, machine as machines
     from trapline.platforms.gem5 import run as g5run
-    from trapline.platforms.gem5.engine import Gem5Engine
+    from trapline.context import RunContext
+    from trapline.platforms.gem5 import Gem5Platform
     exp = experiment.get("loop-order")
     spec = copy.deepcopy(exp.platform("model"))
     for f in spec["figures"]:  # gem5_* where the model lane reads model_*
         for side in f["ratio"].values():
             side["count"] = side["count"].replace("model_", "gem5_", 1)
-    m = machines.load(spec["machine"], NO_PREFETCH)
+    m = machines.load(spec["machine"], [machines.pair(s) for s in NO_PREFETCH])
     binary = build.build("x86_64", flavour="gem5") / "loop-order" / "loop-order"
     out = kernelio.KernelOutput()
     for r in spec["runs"]:
@@ -266,7 +267,7 @@ def gem5_entry(model_run, gem5_binary):
                              gem5=gem5_binary, cwd=binary.parent)
         assert res.error is None and res.status == 0, res.error or res.stderr[-2000:]
         o = kernelio.parse(res.stdout)
-        assert Gem5Engine(m).pair(o, res.regions, "loop-order") is None
+        assert Gem5Platform(RunContext.make()).engine(m, "se").pair(o, res.regions, "loop-order") is None
         out.extend(o)
     judged = analysis.judge(spec, exp.headline, out, None, counts_prefix=entry.counts_prefix(Gem5Facts))
     e = entry.build(exp, "gem5", judged, Gem5Facts)

@@ -11,6 +11,7 @@ way each."""
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import stat
@@ -145,6 +146,14 @@ DAMAGE = [
     ("manifest-field-wrong-type", _edit("manifest.json", _set("git", {"commit": 7})), "manifest.json",
      "git.commit: is a whole number (7), expected a string"),
     ("missing-summary", lambda d: (d / "summary.json").unlink(), "summary.json", "missing; the run is damaged"),
+    # what a report cannot show: text that is no Unicode (an escaped lone surrogate), a number that is not finite
+    ("lone-surrogate", _edit(ENTRY, _set("note", "\udc80 ends a note")), ENTRY,
+     "note: holds '\\udc80' at character 0, a lone surrogate that is not text"),
+    ("nan", _edit(ENTRY, _set("reproduced", float("nan"))), ENTRY,
+     "reproduced: is nan (NaN or a number beyond what a float holds), expected a finite number"),
+    ("beyond-a-float", lambda d: (d / ENTRY).write_text(re.sub(r'"reproduced": [^,]+', '"reproduced": 1e400',
+                                                               (d / ENTRY).read_text(), count=1)), ENTRY,
+     "reproduced: is inf (NaN or a number beyond what a float holds)"),
 ]
 # every kind is read by `report` and by one of the others in turn (they share one reader,
 # trapline/runfiles.py; each command meets several kinds)
@@ -167,6 +176,47 @@ def test_a_damaged_run_is_one_line_exit_2_and_nothing_changes(host_run, tmp_path
         where = name if name == ENTRY and kind == "missing-entry" else f"{run}/{name}"
         one_line_error(r, where, says)
         assert snapshot(root) == before, (kind, cmd)
+
+
+def read_only(dirs: list[Path], *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`trapline ARGS` with each of `dirs` bind-mounted read-only for it alone (a private mount
+    namespace: `unshare --mount` as root, else with `--user --map-root-user` too), as on a
+    read-only file system, which root cannot write through either; skipped, saying why,
+    where no namespace can be made."""
+    mounts = " && ".join(f"mount --bind {d} {d} && mount -o remount,bind,ro {d}" for d in dirs)
+    script = f"{mounts} && exec {sys.executable} -m trapline " + " ".join(f"'{a}'" for a in args)
+    why = []
+    for pre in ([["unshare", "--mount"]] if os.geteuid() == 0 else []) + [["unshare", "--user", "--map-root-user",
+                                                                             "--mount"]]:
+        r = subprocess.run(pre + ["sh", "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                           env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+        if "unshare:" not in r.stderr and "mount:" not in r.stderr:
+            return r
+        why.append(r.stderr.strip())
+    pytest.skip("no read-only mount could be made: " + "; ".join(why))
+
+
+def test_report_on_a_read_only_run_folder_is_one_line_and_changes_nothing(host_run, tmp_path):
+    root = tmp_path / "results"
+    run = root / host_run["path"].name
+    shutil.copytree(host_run["path"], run)
+    before = snapshot(root)
+    r = read_only([run], "report", run.name, env={"TRAPLINE_RESULTS": str(root)})
+    one_line_error(r, f"report: the run folder {run} cannot be written (Read-only file system)", "nothing changed")
+    assert snapshot(root) == before
+
+
+def test_the_commands_that_only_read_work_on_a_read_only_results_directory(host_run, tmp_path):
+    """fidelity and cite read a run: a results directory on a read-only file system is no
+    reason to refuse them."""
+    root = tmp_path / "results"
+    shutil.copytree(host_run["path"], root / host_run["path"].name)
+    before = snapshot(root)
+    for cmd in ("fidelity", "cite"):
+        r = read_only([root], cmd, host_run["path"].name, env={"TRAPLINE_RESULTS": str(root)})
+        assert r.returncode == 0 and "Traceback" not in r.stderr, (cmd, r.stderr[-2000:])
+        assert r.stdout.strip(), cmd
+    assert snapshot(root) == before
 
 
 def _rebundle(src: Path, dst: Path, name: str, damage) -> Path:

@@ -799,7 +799,7 @@ def test_the_table_maps_every_machine_as_the_hand_written_mapping_did():
     golden = json.loads((Path(__file__).parent / "data" / "plugin_args.json").read_text())
     assert len(golden) >= 10
     for case in golden:
-        m = M.load(case["machine"], case["sets"])
+        m = M.load(case["machine"], [M.pair(s) for s in case["sets"]])
         # transfer_lat (coherence.transfer_latency, the lockstep lane's) came after that mapping, and so did
         # the options of the core, the MSHRs, the prefetchers and the memory channels (timing.c)
         later = {o.name for o in P.OPTIONS if o.name == "transfer_lat" or re.match(

@@ -68,7 +68,7 @@ def test_the_machines_name_their_gem5_cpu():
     want = {"x86-2012-server": "o3", "generic-2020s-x86": "o3", "ultrasparc-t1": "timing",
             "ultrasparc-iv-plus": "o3", "arm1176-rpi1": "minor"}
     assert {n: G.cpu_of(M.load(n)) for n in want} == want
-    assert G.cpu_of(M.load("x86-2012-server", ["gem5.cpu=timing"])) == "timing"
+    assert G.cpu_of(M.load("x86-2012-server", [("gem5.cpu", "timing")])) == "timing"
 
 
 # ------------------------------------------------ lanes with the real gem5

@@ -11,7 +11,7 @@ time, uid/gid 0, no owner names, mode 0644, gzip header without name or time.
 verify checks, in order:
   1. every file: its sha256 is the one in SHA256SUMS, none missing, none extra;
   2. the deterministic lanes: each entry whose platform says its figures repeat
-     bit for bit (Platform.why_not_repeatable, from the entry's platform_facts:
+     bit for bit (Lane.why_not_repeatable, from the entry's platform_facts:
      today the model's user-mode lanes, not its lockstep or guest ones) is run
      again on its platform with the run's own arguments (--quick, --set, the
      machine), as an ordinary run in the results directory, and the new entry
@@ -186,7 +186,8 @@ def deterministic(entry: dict) -> str | None:
     cls = platforms.find(str(name))
     if cls is None:
         return f"the {name} platform is not known to this checkout"
-    why = cls.why_not_repeatable(entry.get("platform_facts") or {})
+    facts = entry.get("platform_facts") or {}
+    why = cls.lane_class(facts).why_not_repeatable(facts)
     if why:
         return why
     if not entry.get("commands"):

@@ -64,14 +64,10 @@ def _with_default_word(argv: list[str]) -> list[str]:
     return argv
 
 
-def _sets(pairs: list[str]) -> dict[str, str]:
-    out = {}
-    for p in pairs or []:
-        k, sep, v = p.partition("=")
-        if not sep or not k:
-            raise UsageError(f"--set takes key=value, not '{p}'")
-        out[k] = v
-    return out
+def _set(text: str) -> tuple[str, str]:
+    """--set KEY=VALUE as its (key, value) pair (trapline.machine.sets.pair: the one split)."""
+    from trapline.machine.sets import pair
+    return pair(text)
 
 
 def _seconds(text: str) -> float:
@@ -148,7 +144,7 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run one experiment")
     r.add_argument("id")
     r.add_argument("--platform", help="one platform (default: every available platform the experiment lists)")
-    r.add_argument("--set", action="append", metavar="KEY=VALUE",
+    r.add_argument("--set", action="append", type=_set, default=[], metavar="KEY=VALUE",
                    help="override a kernel argument, or (a platform that takes a machine) a machine field "
                         "such as caches.l1d.line=32B")
     r.add_argument("--machine", help="a platform that takes a machine: a machine name (gem5_configs/machines/) "
@@ -192,7 +188,8 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
     sm.add_argument("--compare", metavar="P1,P2", help="run it on each platform and print them side by side")
     sm.add_argument("--guest", action="store_true", help="under Linux in the arch's guest (the kernel's traps run)")
     sm.add_argument("--arch", help=f"one of {', '.join(arch.ARCHES)} (optional: must be the machine's)")
-    sm.add_argument("--set", action="append", metavar="PATH=VALUE", help="override a machine field, e.g. caches.l1d.size=16kB")
+    sm.add_argument("--set", action="append", type=_set, default=[], metavar="PATH=VALUE",
+                    help="override a machine field, e.g. caches.l1d.size=16kB")
     sm.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="kill the program after this long (default 900)")
     sm.add_argument("--format", choices=("table", "json"), help="default: table on a terminal, json when piped")
     sm.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS]")
@@ -259,7 +256,7 @@ def cmd_list(args) -> int:
 
 def cmd_run(args) -> int:
     from trapline import platforms, runner
-    sets = _sets(args.set)
+    sets = dict(args.set)
     if args.machine:
         takers = platforms.machine_platforms()
         if args.platform not in (None, *takers):
@@ -282,6 +279,7 @@ def cmd_reproduce_all(args) -> int:
 def cmd_report(args) -> int:
     from trapline import report, results
     path = results.find_run(args.run_id)
+    results.writable_run(path, "report")
     for name, data in report.render(path).items():
         results.atomic_write(path / name, data)
     print(path / "report.html")
@@ -336,7 +334,6 @@ def cmd_images(args) -> int:
 
 def cmd_simulate(args) -> int:
     from trapline import simulate
-    args.sets = _sets(args.set)
     return simulate.main(args)
 
 

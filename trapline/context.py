@@ -4,7 +4,7 @@ class attributes or module globals.
 
     ctx = RunContext.make(quick=True, sets={"caches.l1d.line": "32B", "n": "8"}, machine="ultrasparc-iii")
     ctx.kernel_sets             # {"n": "8"}: kernel arguments
-    ctx.machine_sets            # ("caches.l1d.line=32B",): machine overrides, split once here
+    ctx.machine_sets            # (("caches.l1d.line", "32B"),): machine overrides, as (path, value) pairs
     ctx.machine_for("default")  # loaded and validated once per name, then reused
     ctx.kernels("sparc64")      # the kernel build dir, built once per context
     ctx.image("sparc64")        # the guest image holding those kernels (from ctx.image_builder's builder)
@@ -39,23 +39,11 @@ class Progress:
         print(f"[{time.monotonic() - self.t0:6.1f}s] {msg}", file=self.stream, flush=True)
 
 
-def split_sets(sets: dict[str, str], machine_keys: set[str]) -> tuple[tuple[str, ...], dict[str, str]]:
-    """(machine overrides as 'path=value', kernel arguments): a dotted or
-    indexed key, or a machine's top-level field, is the machine's."""
-    mset, kset = [], {}
-    for k, v in sets.items():
-        if "." in k or "[" in k or k in machine_keys:
-            mset.append(f"{k}={v}")
-        else:
-            kset[k] = v
-    return tuple(mset), kset
-
-
 @dataclass
 class RunContext:
     quick: bool = False
     sets: dict[str, str] = field(default_factory=dict)   # as the user gave them (--set)
-    machine_sets: tuple[str, ...] = ()                   # the machine's share, 'path=value'
+    machine_sets: tuple[machines.Pair, ...] = ()         # the machine's share, (path, value) pairs
     kernel_sets: dict[str, str] = field(default_factory=dict)  # the kernels' share
     machine_name: str | None = None                      # --machine (the platforms that take a machine)
     timeout: float | None = None                         # --timeout: seconds per command or guest boot
@@ -75,7 +63,8 @@ class RunContext:
              log: Callable[[str], None] | None = None, timeout: float | None = None,
              image_builder: str | None = None) -> "RunContext":
         sets = dict(sets or {})
-        mset, kset = split_sets(sets, machines.top_fields())
+        mset = tuple((k, v) for k, v in sets.items() if machines.is_machine_key(k))
+        kset = {k: v for k, v in sets.items() if not machines.is_machine_key(k)}
         return cls(quick=quick, sets=sets, machine_sets=mset, kernel_sets=kset, machine_name=machine,
                    log=log or Progress(), timeout=timeout, image_builder=image_builder or imagebuilders.DEFAULT)
 
@@ -96,15 +85,25 @@ class RunContext:
             self.images[arch] = imagebuilders.get(self.image_builder).image(self, arch)
         return self.images[arch]
 
-    def machine_for(self, default: str | None, exp_id: str = "?", platform: str = "?") -> machines.Machine:
+    def machine_for(self, default: str | None, exp_id: str = "?", platform: str = "?",
+                    use: bool = False) -> machines.Machine:
         """The machine --machine names (else default, the experiment's), with the
-        machine's --set values applied: loaded and validated once per name."""
+        machine's --set values applied: loaded and validated once per name. use: noted
+        as used by a lane of `platform` (machines_used)."""
         name = self.machine_name or default
         if not name:
             raise UsageError(f"{exp_id} on {platform} needs --machine; valid choices: {', '.join(machines.names())}")
         if name not in self.machines:
-            self.machines[name] = machines.load(name, sets=list(self.machine_sets))
+            self.machines[name] = machines.load(name, sets=self.machine_sets)
+        if use:
+            self.use(f"{platform}-machines", name)
         return self.machines[name]
+
+    def machines_used(self, platform: str) -> dict:
+        """The machines the lanes of `platform` ran in this context (machine_for(..., use=True)),
+        for its manifest facts: Machine.to_dict() by name (+ the --set values)."""
+        return {m.name + ("+" + ",".join(m.sets) if m.sets else ""): m.to_dict()
+                for k, m in sorted(self.machines.items()) if k in self.used.get(f"{platform}-machines", ())}
 
     def tool(self, key: str, make: Callable[[], Any]) -> Any:
         """A platform's own tool (the model's plugin, a simulator's binary) under key: made by

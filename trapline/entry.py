@@ -110,7 +110,7 @@ def bounds_of(exp, facts: dict) -> dict[str, float]:
         return {}
     from trapline import machine
     sets = facts.get("machine_sets", []) if facts.get("machine") == spec["machine"] else []
-    m = machine.load(spec["machine"], sets)
+    m = machine.load(spec["machine"], [machine.pair(s) for s in sets])
     return {name: m.little_ns(b["level"], b["in_flight"]) for name, b in spec["figures"].items()}
 
 

@@ -29,18 +29,14 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from trapline import arch as arch_table, build
 from trapline.errors import UsageError
 from trapline.images import IMAGES, Image
-from trapline.kernelargs import kernel_args
 from trapline.proc import run_command, tail, tool_version
 from trapline.results import sha256_file
 
-if TYPE_CHECKING:
-    from trapline.context import RunContext
-
+GUEST_BIN = "/trapline/bin"  # where an image holds the kernels (images/lib/initramfs.sh)
 # Every guest reaches our /init within 5 s here (sun4u's OpenBIOS is the slowest);
 # one that has printed no "TLG init" after this long is stuck before Linux runs.
 INIT_TIMEOUT_S = 90
@@ -193,14 +189,10 @@ def guest_image_facts(arch: str, img: Image | None) -> dict:
             "images": (img.provenance or {"builder": img.builder}) if img else None}
 
 
-def guest_commands(ctx: RunContext, exp, spec: dict, sets: dict[str, str]) -> tuple[list[str], list[list[str]]]:
-    """The guest's command lines for the experiment's runs, and how to show them."""
-    commands, shown = [], []
-    for r in spec.get("runs", []):
-        argv = [f"/trapline/bin/{exp.kernel}/{r['binary']}"] + kernel_args(ctx, exp, r, sets)
-        commands.append(" ".join(argv))
-        shown.append([f"{exp.kernel}/{r['binary']}"] + argv[1:])
-    return commands, shown
+def command_line(c) -> str:
+    """A lane's command (trapline.platforms.base.Command) as the guest runs it: its binary
+    where the image holds the kernels, and its arguments."""
+    return " ".join([f"{GUEST_BIN}/{c.kernel}/{c.binary}", *c.args])
 
 
 def boot_once_more_if_silent(exp_id: str, image: Image, commands: list[str], timeout: float, log,

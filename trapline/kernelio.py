@@ -7,6 +7,8 @@ Everything else on the output is ignored.
 
 from __future__ import annotations
 
+import math
+
 import time
 from dataclasses import dataclass, field
 
@@ -34,14 +36,17 @@ class KernelOutput:
 
 
 def _value(v: str):
+    """A field's value: a whole number, a finite number, else the text (nan and inf stay
+    text: a run file holds finite numbers only, trapline/runfiles.py)."""
     try:
         return int(v, 10)
     except ValueError:
         pass
     try:
-        return float(v)
+        f = float(v)
     except ValueError:
         return v
+    return f if math.isfinite(f) else v
 
 
 def parse_line(line: str) -> dict | None:

@@ -8,6 +8,7 @@ circle can run through it.
     KERNELS    kernels/: the experiments (kernels_dir() is where they are read from)
     MODEL      model/: the timing model's plugin sources and its build.sh
     IMAGES     images/: the guest images' scripts
+    GEM5_CONFIGS  gem5_configs/: what gem5 runs (run_se.py, the trapline_gem5 package)
     MACHINES   gem5_configs/machines/: the machine descriptions
     DOCS       docs/
     shared()   ../shared/: what the project is given beside the clone (the catalogue claims.md,
@@ -23,7 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "kernels"
 MODEL = ROOT / "model"
 IMAGES = ROOT / "images"
-MACHINES = ROOT / "gem5_configs" / "machines"
+GEM5_CONFIGS = ROOT / "gem5_configs"
+MACHINES = GEM5_CONFIGS / "machines"
 DOCS = ROOT / "docs"
 
 

@@ -46,14 +46,15 @@ RUN_BYTES = 2 << 20
 ENTRY_BYTES = 1 << 20
 
 
-def results_root() -> Path:
+def results_root(writing: bool = True) -> Path:
     """Where runs go: $TRAPLINE_RESULTS, else results/ in the clone. Checked here, so
-    a path that cannot hold runs is one clear error before any work."""
+    a path that cannot hold runs is one clear error before any work; writing=False (a
+    command that only reads runs: fidelity, cite) does not ask that it can be written."""
     env = os.environ.get("TRAPLINE_RESULTS")
     if env is not None and not env.strip():
         raise UsageError("TRAPLINE_RESULTS is set but empty; unset it (results/ in the clone) or name a directory")
     root = Path(env) if env else ROOT / "results"
-    _is_a_place(root, _what(root))
+    _is_a_place(root, _what(root), writing)
     return root
 
 
@@ -62,20 +63,58 @@ def _what(root: Path) -> str:
     return "TRAPLINE_RESULTS" if env and Path(env) == Path(root) else "the results directory"
 
 
-def _is_a_place(root: Path, what: str) -> None:
-    """root is a directory, or can be made one: no part of its path is a file, and the
-    nearest existing part is writable."""
+def _is_a_place(root: Path, what: str, writing: bool = True) -> None:
+    """root is a directory, or can be made one: no part of its path is a file or a symbolic
+    link that leads nowhere (a loop, a missing target), and (writing) the nearest existing
+    part is writable."""
     probe = Path(root)
-    while not probe.exists() and not probe.is_symlink():
+    while not probe.exists() and not probe.is_symlink() and not _lstat_fails(probe):
         probe = probe.parent
+    if probe.is_symlink() and not probe.exists():
+        try:
+            os.stat(probe)
+            why = "cannot be followed"
+        except OSError as e:
+            why = ("loops (it leads back to itself)" if e.errno == errno.ELOOP
+                   else f"leads to {os.readlink(probe)}, which does not exist")
+        raise UsageError(f"{what} ({root}){' cannot be made: ' + str(probe) if probe != Path(root) else ''} is a "
+                         f"symbolic link that {why}; name a directory for the runs")
+    if _lstat_fails(probe):
+        raise UsageError(f"{what} ({root}) cannot be reached: {os.strerror(_lstat_fails(probe))} on the way to "
+                         f"{probe}; name a directory for the runs")
     if probe == Path(root) and not probe.is_dir():
         raise UsageError(f"{what} ({root}) is a file, not a directory; name a directory for the runs")
     if not probe.is_dir():
         raise UsageError(f"{what} ({root}) cannot be made: {probe} is a file, not a directory; "
                          "name a directory for the runs")
-    if not os.access(probe, os.W_OK | os.X_OK):
+    if writing and not os.access(probe, os.W_OK | os.X_OK):
         raise UsageError(f"{what} ({root}) cannot be written (no write permission on {probe}); "
                          "name a writable directory")
+
+
+def _lstat_fails(p: Path) -> int:
+    """The errno of lstat(p) when it is not 'no such file' (a symbolic link loop on the way
+    to it), else 0."""
+    try:
+        os.lstat(p)
+    except OSError as e:
+        return 0 if e.errno in (errno.ENOENT, errno.ENOTDIR) else e.errno
+    return 0
+
+
+def writable_run(path: Path, command: str) -> None:
+    """Before `command` writes into the run folder `path` (the report it redraws): a
+    folder it can write (a file made and removed there), else UsageError naming the
+    folder and why, with nothing written."""
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".probe.", dir=path)
+    except OSError as e:
+        if e.errno in FULL:
+            raise no_space(path, None, "the report") from None
+        raise UsageError(f"{command}: the run folder {path} cannot be written ({e.strerror}), so its report is not "
+                         f"redrawn and nothing changed; make it writable, or copy the run and name the copy") from None
+    os.close(fd)
+    os.unlink(probe)
 
 
 def free_bytes(path: Path) -> int | None:
@@ -376,7 +415,9 @@ def set_latest(root: Path, run_id: str) -> None:
 
 
 def find_run(run_id: str | None, root: Path | None = None) -> Path:
-    root = root or results_root()
+    """The finished run `run_id` (None or 'latest': the newest) in the results directory
+    (root, default results_root(), which a command that finds a run only reads)."""
+    root = root or results_root(writing=False)
     runs = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.is_symlink()
                   and (p / "summary.json").exists()) if root.exists() else []
     if run_id is None or run_id == "latest":

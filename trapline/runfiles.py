@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import stat
 from functools import lru_cache
@@ -119,7 +120,9 @@ def read_bytes(path: Path, fix: str = RERUN) -> bytes:
 
 def parse(raw: bytes, name: str, fix: str = RERUN) -> Any:
     """The JSON in `raw` (the file `name`), or Damaged: not UTF-8 text (a binary file),
-    not JSON (a truncated file: where it stops), or nested too deep to read."""
+    not JSON (a truncated file: where it stops), nested too deep to read, or holding what
+    trapline never writes and a report could not show (unwritable).
+    """
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -127,13 +130,42 @@ def parse(raw: bytes, name: str, fix: str = RERUN) -> Any:
     if not text.strip():
         raise Damaged(f"{name}: is empty, expected JSON; {fix}")
     try:
-        return json.loads(text)
+        data = json.loads(text)
     except json.JSONDecodeError as e:
         cut = (" (it ends early: truncated)" if e.pos >= len(text.rstrip()) or e.msg.startswith("Unterminated string")
                else "")
         raise Damaged(f"{name}: is not valid JSON{cut}: {e.msg} at line {e.lineno} column {e.colno}; {fix}") from None
     except RecursionError:
         raise Damaged(f"{name}: is JSON nested too deep to read; {fix}") from None
+    bad = unwritable(data)
+    if bad:
+        raise Damaged(f"{name}: {bad}; {fix}")
+    return data
+
+
+def unwritable(data: Any, path: tuple = ()) -> str | None:
+    """The first value of parsed JSON that a run file never holds and a report cannot show,
+    as 'field: what it is' (None when there is none): a number that is not finite (NaN, or
+    beyond what a float holds, such as 1e400, read as infinity), or text that is not Unicode
+    (an escaped lone surrogate, such as \\udc80, which no UTF-8 file can hold)."""
+    from trapline.yamlfile import where
+    if isinstance(data, float) and not math.isfinite(data):
+        return f"{where(list(path))}: is {data!r} (NaN or a number beyond what a float holds), expected a finite number"
+    if isinstance(data, str):
+        try:
+            data.encode("utf-8")
+        except UnicodeEncodeError as e:
+            return (f"{where(list(path))}: holds {data[e.start]!r} at character {e.start}, a lone surrogate "
+                    f"that is not text (no UTF-8 file can hold it)")
+        return None
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for k, v in items:
+        if isinstance(k, str) and unwritable(k):
+            return f"{where(list(path))}: a field's name {unwritable(k).split(': ', 1)[1]}"
+        bad = unwritable(v, path + (k,))
+        if bad:
+            return bad
+    return None
 
 
 def read(path: Path, kind: str, fix: str = RERUN) -> Any:

@@ -1,6 +1,6 @@
 """Run experiments on platforms and produce a finished run directory.
 
-claim (kernels/<id>/experiment.yaml) -> platform.run (kernel output) -> analysis.judge
+claim (kernels/<id>/experiment.yaml) -> the platform's lane (Lane.run: kernel output) -> analysis.judge
 (entry) -> RunDir.save_entry (atomic, resumable) -> report (summary, manifest,
 report.md/html, CSV, plots) -> RunDir.finish (one rename).
 """
@@ -89,9 +89,11 @@ def validate(steps: list[Step], ctx: RunContext | None = None) -> None:
     the run directory opens): bad --set keys, and every machine, loaded and
     checked once into the context (ctx: another context than the plan's, as a sweep's
     points have; each platform then made for it)."""
+    takers = [c.label for c in platforms.all().values() if c.takes_machine]
+    elsewhere = f"machine fields are set on the {' or the '.join(takers)}, {platforms.machine_options()}"
     for exp, name, plat, reason in steps:
         if reason is None and not exp.error and "not_applicable" not in exp.platform(name):
-            (plat if ctx is None or ctx is plat.ctx else type(plat)(ctx)).validate(exp)
+            (plat if ctx is None or ctx is plat.ctx else type(plat)(ctx)).lane(exp).check(elsewhere)
 
 
 def run_entry(step: Step, ctx: RunContext) -> tuple[dict, str]:
@@ -111,7 +113,7 @@ def run_entry(step: Step, ctx: RunContext) -> tuple[dict, str]:
         prun = None
         judged = analysis.judge(spec, exp.headline, None, None)
     else:
-        prun = plat.run(exp)
+        prun = plat.lane(exp).run()
         judged = analysis.judge(spec, exp.headline, prun.output, prun.error, prun.facts.get("contrast"),
                                 counts_prefix=entries_mod.counts_prefix(type(plat)))
     entry = entries_mod.build(exp, pname, judged, type(plat), prun).to_dict()
@@ -144,7 +146,7 @@ def execute(command: str, exp_ids: list[str] | None, platform: str | None, quick
             fresh: bool = False, log=None, machine: str | None = None, root: Path | None = None,
             timeout: float | None = None, images: str | None = None) -> Run:
     """Run the experiments (exp_ids; None: every one) and return the finished run. machine:
-    --machine (the model platform); root: the results directory (default: results.results_root());
+    --machine (a platform that takes a machine); root: the results directory (default: results.results_root());
     images: --images, who builds the guest lanes' images (default debian)."""
     ctx = RunContext.make(quick, sets, machine, log, timeout, images)
     log = ctx.log
@@ -278,7 +280,8 @@ class Schedule:
         spec = {} if (step.reason or step.exp.error or plat is None) else step.exp.platform(step.name)
         if not spec or "not_applicable" in spec:
             return cls(key, None, None, False, True)
-        guest = plat.lane_arch(spec) if plat.lane_class(spec).guest else None
+        lane = plat.lane(step.exp)
+        guest = lane.arch if lane.guest else None
         real = not plat.side_by_side
         return cls(key, plat.expected_seconds(spec, quick), guest, real, guest is None and not real)
 

@@ -77,7 +77,8 @@ def plan(exp_id: str, machine: str | None, params: list[str], factors: list[floa
     m = machines.load(machine or exp.platform(lane)["machine"])
     sources = m.sources()
     if not params:  # the assumed numbers the lane's simulator reads
-        unused = platforms.find(lane).unused_fields(m)
+        plat = platforms.find(lane)
+        unused = plat.engines[plat.lane_class(exp.platform(lane)).mode].unused_fields(m)
         params = sorted(k for k, v in sources.items() if v.startswith("assumed") and k not in unused)
         if not params:
             raise UsageError(f"machine '{m.name}' has no assumed parameters; name some with --param PATH "
@@ -88,7 +89,7 @@ def plan(exp_id: str, machine: str | None, params: list[str], factors: list[floa
             raise UsageError(f"--param {p}: machine '{m.name}' has no such number; valid: {', '.join(sorted(sources))}")
         for f in factors:
             v = scaled(m.raw(p), f, p)
-            machines.load(machine or m.name, [f"{p}={v}"])  # a scaled value the checks refuse fails here
+            machines.load(machine or m.name, [(p, v)])  # a scaled value the checks refuse fails here
             cases.append((p, f, v))
     return exp, lane, m, cases
 

@@ -8,7 +8,7 @@ trapline/schema/simulate.schema.json).
 The architecture follows from the machine (--arch, when given, must agree). Every
 check runs before any work, each one line and exit 2: the machine and its --set
 fields, the platform (unknown, unavailable here, or one that cannot run a program
-in this mode: it says why, Platform.simulate_problem), the program (missing, not
+in this mode: it says why, problem and Engine.problem), the program (missing, not
 ELF, another arch, not static: trapline/program.py). A program that does not exit
 0, or that did not end (killed at --timeout, a guest that crashed), exits 1 with
 the tail of its output or of the guest's console; the stats are still printed.
@@ -22,7 +22,7 @@ from trapline import arch as arch_table, machine as machines, program as program
 from trapline.errors import UsageError
 
 DEFAULT_TIMEOUT_S = 900
-GUEST = "guest"  # the mode --guest asks for (base.Platform.simulates)
+GUEST = "guest"  # the mode --guest asks for (base.Platform.engines)
 FORMATS = ("table", "json")
 
 
@@ -37,14 +37,27 @@ def _platforms(args) -> list[str]:
     return [n or platforms.machine_platforms()[0] for n in names]
 
 
+def problem(cls, machine, mode: str) -> str | None:
+    """Why platform `cls` cannot run a program of `machine` in `mode` (one sentence naming
+    what would work), or None when it can: it has no engine for the mode, runs another
+    architecture, or its engine says why (Engine.problem). Asked before anything runs."""
+    if not cls.engines:
+        return f"platform '{cls.name}' does not run a user's program"
+    if mode not in cls.engines:
+        return f"platform '{cls.name}' runs a program only in {' or '.join(cls.engines)} mode, not {mode}"
+    if cls.arch and machine.arch != cls.arch:
+        return f"platform '{cls.name}' runs only {cls.arch} programs and machine '{machine.name}' is {machine.arch}"
+    return cls.engines[mode].problem(machine)
+
+
 def prepare(args) -> tuple:
-    """Everything checked, nothing run: (machine, program, argv, [(platform, mode)]), each
-    platform looked up once and made for one run context."""
+    """Everything checked, nothing run: (machine, program, argv, [engine]), each platform
+    looked up once and its engine made for the machine and mode, in one run context."""
     from trapline import platforms
     from trapline.context import RunContext
     if args.arch:
         arch_table.get(args.arch)
-    sets = [f"{k}={v}" for k, v in args.sets.items()]
+    sets = list(dict(args.set).items())  # (path, value) pairs, as the command line split them
     m = machines.load(args.machine, sets=sets)
     if args.arch and m.arch != args.arch:
         raise UsageError(f"machine '{m.name}' describes a {m.arch} machine, not {args.arch}")
@@ -52,10 +65,10 @@ def prepare(args) -> tuple:
     ctx = RunContext.make()
     for name in _platforms(args):
         cls = platforms.check(name)
-        mode = GUEST if args.guest else (cls.simulates[0] if cls.simulates else GUEST)
-        why = cls.simulate_problem(m, mode)
+        mode = GUEST if args.guest else next(iter(cls.engines), GUEST)
+        why = problem(cls, m, mode)
         if why:
-            able = [n for n, c in platforms.all().items() if c.simulates]
+            able = [n for n, c in platforms.all().items() if c.engines]
             raise UsageError(f"simulate --platform {name}: {why}; platforms that run a program: {', '.join(able)}")
         if sets and not cls.takes_machine:
             raise UsageError(f"simulate --set: platform '{name}' does not model a machine, so machine fields do not "
@@ -69,18 +82,18 @@ def prepare(args) -> tuple:
     if any(mode == GUEST for _, mode in chosen):
         from trapline import guest
         guest.program_command(p.path, argv[1:])  # arguments the guest's init can take, checked first
-    return m, p, argv, chosen
+    return m, p, argv, [plat.engine(m, mode) for plat, mode in chosen]
 
 
 def main(args) -> int:
     fmt = args.format or ("table" if sys.stdout.isatty() else "json")
-    m, p, argv, chosen = prepare(args)
+    m, p, argv, engines = prepare(args)
     runs, failed = [], False
-    for plat, mode in chosen:
-        r = plat.simulate(m, p, argv, mode, args.timeout or DEFAULT_TIMEOUT_S)
+    for engine in engines:
+        r = engine.simulate(p, argv, args.timeout or DEFAULT_TIMEOUT_S)
         sys.stderr.write(r.stdout + r.stderr)
         if r.error:
-            print(f"trapline: failed: {plat.name}: {r.error}", file=sys.stderr)
+            print(f"trapline: failed: {engine.platform.name}: {r.error}", file=sys.stderr)
         failed |= bool(r.error) or r.stats["exit_status"] != 0
         r.stats["program_counts"] = simstats.program_counts(r.stdout)
         runs.append(r.stats)

@@ -33,9 +33,7 @@ from gem5.isas import ISA
 
 from .cache_hierarchy import TraplineCacheHierarchy
 from .memory import TraplineMemory, TraplineNumaMemory
-from .params import CoreParams, Gem5Params
-
-O3_FETCH_BUFFER = 64  # BaseO3CPU.fetchBufferSize default, bytes (src/cpu/o3/BaseO3CPU.py)
+from .params import O3_FETCH_BUFFER, CoreParams, Gem5Params
 
 
 class TraplineBoard(SimpleBoard):

@@ -57,6 +57,11 @@ FORMAT = 1
 
 MACHINE_KIND = "trapline-machine"  # the "kind" of the typed machine JSON trapline writes
 
+# O3's fetch buffer, bytes (BaseO3CPU.fetchBufferSize's default, src/cpu/o3/BaseO3CPU.py): the
+# board makes it the line on a shorter line (board.py); trapline reads O3's fetches per line only
+# where the line is no longer (trapline/platforms/gem5/engine.py)
+O3_FETCH_BUFFER = 64
+
 # Page sizes fixed in gem5: X86ISA/ArmISA PageShift = 12, SparcISA PageShift = 13
 # (src/arch/x86/page_size.hh, src/arch/arm/page_size.hh, src/arch/sparc/page_size.hh).
 PAGE_BYTES = {"X86": 4096, "ARM": 4096, "SPARC": 8192}

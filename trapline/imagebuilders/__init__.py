@@ -20,15 +20,23 @@ import pkgutil
 import threading
 import time
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Callable, ClassVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, ClassVar, Protocol
 
 from trapline.errors import UsageError
 
 if TYPE_CHECKING:
-    from trapline.context import RunContext
     from trapline.images import Image
 
 DEFAULT = "debian"
+
+
+class RunContext(Protocol):
+    """What a builder asks of the run it builds for (trapline/context.py's RunContext, which
+    asks the builders for its images: a protocol here, so that the two do not import each
+    other): its progress log and its kernels."""
+    def log(self, msg: str) -> None: ...
+    def kernels(self, arch: str) -> Path: ...
 
 
 class ImageBuilder(ABC):

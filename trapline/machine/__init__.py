@@ -26,6 +26,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -39,7 +40,7 @@ from trapline.machine.provenance import (CLAIMS_PATH, claim_ids, derived_fields,
                                          numeric_leaves)
 from trapline.machine.provenance import line as _source_line
 from trapline.machine.schema import ROOT, SCHEMA_PATH, top_fields
-from trapline.machine.sets import apply_sets
+from trapline.machine.sets import Pair, apply_sets, is_machine_key, pair, shown as shown_sets
 from trapline.machine.typed import Quantities, build
 from trapline.machine.units import (CYCLE_UNITS, FREQ_UNITS, SIZE_UNITS, TIME_UNITS, MachineError, Quantity,
                                     parse_freq, parse_size, parse_time, to_int)
@@ -48,7 +49,7 @@ from trapline.yamlfile import read_mapping, shown
 
 MACHINES_DIR = MACHINES
 
-__all__ = ["Machine", "MachineError", "Quantity", "top_fields", "load", "load_file", "load_all", "names", "validate",
+__all__ = ["Machine", "MachineError", "Quantity", "top_fields", "pair", "is_machine_key", "load", "load_file", "load_all", "names", "validate",
            "apply_sets", "parse_size", "parse_freq", "parse_time", "to_int", "derived_fields",
            "evaluate_derived", "numeric_leaves", "claim_ids", "MACHINES_DIR", "SCHEMA_PATH", "CLAIMS_PATH", "ROOT",
            "SIZE_UNITS", "FREQ_UNITS", "TIME_UNITS", "CYCLE_UNITS", "PROVENANCE_KEYS"]
@@ -61,7 +62,7 @@ class Machine:
     name: str
     path: Path
     data: dict
-    sets: tuple[str, ...] = field(default=())
+    sets: tuple[str, ...] = field(default=())  # the --set pairs applied, as written ("path=value")
     quantities: Quantities = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
 
     def __post_init__(self):
@@ -154,6 +155,25 @@ class Machine:
             "sources": self.sources(),
         }
 
+    def rests_on(self, catalogue: str, unused: frozenset[str] | set[str] = frozenset()) -> dict:
+        """What a lane's modelled figures rest on, for the claim `catalogue` (E3), as the lane's
+        facts: the parameters fitted to this claim (calibrated_on_this_claim), taken from its
+        figures (from_this_claim), assumed, and so `rests_on` (fitted, input or prediction).
+        unused: the fields the lane's simulator does not read (the model and gem5 each name theirs)."""
+        srcs = self.sources()
+        # the claim line names the claim first ("E3: ...", "E3 (post): ..."); E1 must not match E10
+        calibrated = sorted(k for k, v in srcs.items()
+                            if re.match(rf"calibrated: {catalogue}\b", str(v)) and k not in unused)
+        # numbers the machine file takes from the claim itself (its own figures, not fitted)
+        from_claim = sorted(k for k, v in srcs.items() if k not in unused and not str(v).startswith("calibrated")
+                            and re.search(rf"claims\.md {catalogue}\b", str(v)))
+        # numbers no source was found for that the simulator reads (docs/machines.md lists them with the reasoning)
+        assumed = sorted(k for k, v in srcs.items() if str(v).startswith("assumed:") and k not in unused)
+        rests = "fitted" if calibrated else "input" if from_claim else "prediction"
+        return {"machine": self.name, "machine_sets": list(self.sets), "machine_file_sha256": self.to_dict().get("file_sha256"),
+                "clock_hz": self.clock_hz, "calibrated_on_this_claim": calibrated, "from_this_claim": from_claim,
+                "assumed": assumed, "rests_on": rests}
+
     def summary(self) -> str:
         """One line: the figures that matter for the claims."""
         def cache(lvl):
@@ -202,19 +222,32 @@ class Machine:
         return "; ".join(parts)
 
 
+def report_lines(label: str, machines_facts: dict) -> list[str]:
+    """The report's lines for the machines a platform ran (Machine.to_dict() by name, as its
+    manifest facts hold them), with the --set values applied and the file's hash."""
+    out = []
+    for m in machines_facts.values():
+        sets = f" with {', '.join(m['sets'])}" if m.get("sets") else ""
+        out.append(f"{label} machine: {m.get('summary', m.get('name'))}{sets} "
+                   f"({m.get('file')}, sha256 {str(m.get('file_sha256') or '-')[:12]})")
+    return out
+
+
 # ---------------------------------------------------------------- loading
 
 def names(directory: Path = MACHINES_DIR) -> list[str]:
     return sorted(p.stem for p in Path(directory).glob("*.yaml"))
 
 
-def load_file(path: Path | str, sets: list[str] | tuple[str, ...] = ()) -> Machine:
-    """The machine in `path`, validated, with the --set overrides applied once and validated again."""
+def load_file(path: Path | str, sets: list[Pair] | tuple[Pair, ...] = ()) -> Machine:
+    """The machine in `path`, validated, with the --set overrides ((path, value) pairs)
+    applied once and validated again."""
     path = Path(path)
     rel = shown(path)
+    written = shown_sets(sets)
     # what decides the checks besides their code (trapline.checked): the file, the --set values, the schema
     try:
-        key = ("machine", path.stem, path.read_bytes(), "\0".join(sets), json.dumps(schema.schema(), sort_keys=True))
+        key = ("machine", path.stem, path.read_bytes(), "\0".join(written), json.dumps(schema.schema(), sort_keys=True))
     except OSError:
         key = None
     data = checked.recall(*key) if key else None
@@ -225,18 +258,18 @@ def load_file(path: Path | str, sets: list[str] | tuple[str, ...] = ()) -> Machi
     q = build(data) if known else validate(data, rel, stem=path.stem)
     if sets:
         data = apply_sets(data, sets)
-        q = build(data) if known else validate(data, f"{rel} with --set {' '.join(sets)}", stem=path.stem)
-    m = Machine(name=data["name"], path=path, data=data, sets=tuple(sets), quantities=q)
+        q = build(data) if known else validate(data, f"{rel} with --set {' '.join(written)}", stem=path.stem)
+    m = Machine(name=data["name"], path=path, data=data, sets=written, quantities=q)
     try:
         options.check(m)  # the timing plugin's own bounds (options.def), before any work
     except MachineError as e:
-        raise MachineError(f"{rel}{' with --set ' + ' '.join(sets) if sets else ''}: {e}") from None
+        raise MachineError(f"{rel}{' with --set ' + ' '.join(written) if sets else ''}: {e}") from None
     if not known and key:
         checked.remember(*key, data=loaded)  # the file as read, before --set
     return m
 
 
-def load(name_or_path: str | Path, sets: list[str] | tuple[str, ...] = ()) -> Machine:
+def load(name_or_path: str | Path, sets: list[Pair] | tuple[Pair, ...] = ()) -> Machine:
     """A machine by name (gem5_configs/machines/<name>.yaml) or by file path."""
     s = str(name_or_path)
     p = Path(s)

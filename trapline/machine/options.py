@@ -20,13 +20,25 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from trapline.machine.units import MachineError
 from trapline.paths import MODEL, ROOT
 
-if TYPE_CHECKING:
-    from trapline.machine import Machine
+
+class Machine(Protocol):
+    """What the option table reads of a machine (trapline.machine.Machine, which maps itself
+    with this module: a protocol here, so that the two do not import each other)."""
+    plugin_args: tuple[str, ...]
+
+    def raw(self, path: str) -> Any: ...
+    def has(self, path: str) -> bool: ...
+    def bytes(self, path: str) -> int: ...
+    def cycles(self, path: str) -> float: ...
+    def icycles(self, path: str) -> int: ...
+    def ways(self, path: str) -> int: ...
+    def numa_cycles(self) -> list[list[int]]: ...
+
 
 PLUGIN_DIR = MODEL / "plugin"
 OPTIONS_DEF = PLUGIN_DIR / "options.def"

@@ -1,4 +1,6 @@
-"""--set overrides: "dotted.path=value", applied once to a description.
+"""--set overrides: (dotted path, value) pairs, applied once to a description. The
+command line's text "path=value" is split into a pair once, here (pair), where the
+option is read; from there on a --set travels as its pair.
 
 Paths may index lists ("numa.latency_ns[0][1]=150ns"); an unknown field is
 rejected naming the valid fields at that level. The value is read as YAML, by the
@@ -26,10 +28,30 @@ def _with_value(value: Any, item: str) -> Any:
     return {"value": value, "source": f"--set {item}"}
 
 
-def _apply_one(data: dict, item: str) -> None:
-    if "=" not in item:
-        raise MachineError(f"--set takes key=value, not '{item}'")
-    path, raw = item.split("=", 1)
+Pair = tuple[str, str]
+
+
+def pair(text: str) -> Pair:
+    """--set's text "key=value" as its (key, value) pair: the one place it is split."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise MachineError(f"--set takes key=value, not '{text}'")
+    return key, value
+
+
+def shown(sets: list[Pair] | tuple[Pair, ...]) -> tuple[str, ...]:
+    """The pairs as the user wrote them ("path=value"), for the manifest, logs and sources."""
+    return tuple(f"{k}={v}" for k, v in sets)
+
+
+def is_machine_key(key: str) -> bool:
+    """Whether a --set key names a machine field rather than a kernel argument: a dotted
+    or indexed path, or one of a machine's top-level fields (the schema's)."""
+    return "." in key or "[" in key or key in schema.top_fields()
+
+
+def _apply_one(data: dict, path: str, raw: str) -> None:
+    item = f"{path}={raw}"
     path = path.strip()
     keys = paths.parse_path(path)
     import yaml
@@ -91,15 +113,15 @@ def _apply_one(data: dict, item: str) -> None:
         done = here
 
 
-def apply_sets(machine_dict: dict, sets: list[str] | tuple[str, ...]) -> dict:
-    """Return a copy of machine_dict with each "dotted.path=value" applied (the
+def apply_sets(machine_dict: dict, sets: list[Pair] | tuple[Pair, ...]) -> dict:
+    """Return a copy of machine_dict with each (dotted path, value) applied (the
     derived numbers recomputed); the caller validates the result."""
     data = copy.deepcopy(machine_dict)
-    for item in sets:
-        _apply_one(data, item)
-    set_paths = {re.sub(r"\.value$", "", i.split("=", 1)[0].strip()) for i in sets}
+    for path, raw in sets:
+        _apply_one(data, path, raw)
+    set_paths = {re.sub(r"\.value$", "", path.strip()) for path, _ in sets}
     try:
         provenance.rederive(data, set_paths)
     except MachineError as e:
-        raise MachineError(f"--set {' '.join(sets)}: {e}") from None
+        raise MachineError(f"--set {' '.join(shown(sets))}: {e}") from None
     return data

@@ -3,11 +3,12 @@ platform: it defines one class, a subclass of base.Platform, whose `name` is the
 module's name, the key that --platform and an experiment file's `platforms:` use.
 There is no central list: the registry scans this folder (ChampSim style), and
 the folders in $TRAPLINE_PLATFORMS (os.pathsep-separated: platform modules kept
-outside the clone, e.g. a test's throwaway one). Today:
+outside the clone, e.g. a test's throwaway one). Those of this folder:
 
     host   the x86_64 machine trapline runs on (real hardware, real time)
     qemu   guests booted under QEMU: functional traps and counts
-    model  the timing model: QEMU user mode + trapline's plugin + a machine description
+    model  the timing model: QEMU user mode (or a guest) + trapline's plugin + a machine description
+    gem5   gem5 in SE mode on the same machine descriptions (when a gem5 binary is found)
 
 A platform that needs a tool this machine lacks (gem5 without a gem5 binary) is
 still found, and says why it cannot run (Platform.why_unavailable): its lanes
@@ -47,10 +48,11 @@ def _module_names() -> list[str]:
 @lru_cache(maxsize=None)
 def _load(name: str) -> type[Platform]:
     """The platform class of module `name`: the one class defined there whose `name` is the module's."""
+    from trapline.platforms.base import Platform
     mod = importlib.import_module(f"{__name__}.{name}")
     found = [c for c in vars(mod).values()
-             if isinstance(c, type) and c.__module__ == mod.__name__ and getattr(c, "name", None) == name
-             and callable(getattr(c, "run", None))]
+             if isinstance(c, type) and issubclass(c, Platform) and c.__module__ == mod.__name__
+             and getattr(c, "name", None) == name]
     if len(found) != 1:
         raise RuntimeError(f"platform module {mod.__file__} defines {len(found)} platform classes named "
                            f"'{name}'; a platform module defines exactly one (base.Platform)")

@@ -23,7 +23,7 @@ import time
 from functools import lru_cache
 from pathlib import Path
 
-from trapline import build, experiment, paths, results, runner
+from trapline import build, experiment, machine as machines, paths, results, runner
 from trapline.context import RunContext
 from trapline.platforms.base import Platform
 
@@ -89,7 +89,8 @@ def key_material(exp, plat: Platform, ctx: RunContext, shared: dict) -> dict:
         m = {k: machine[k] for k in ("name", "file_sha256", "sets", "data", "plugin_args")}
     return {"format": FORMAT, "experiment": exp.id, "experiment_sha256": results.sha256_file(exp.path),
             "platform": pname, "quick": ctx.quick, "timeout": ctx.timeout, "kernel_sets": ctx.kernel_sets,
-            "machine_sets": list(ctx.machine_sets), "machine_name": ctx.machine_name, "machine": m, **shared}
+            "machine_sets": list(machines.shown_sets(ctx.machine_sets)), "machine_name": ctx.machine_name, "machine": m,
+            **shared}
 
 
 def point_hash(material: dict) -> str:

@@ -27,26 +27,13 @@ from __future__ import annotations
 
 import os
 
-from trapline import arch as arch_table, build, machine as machines
+from trapline import arch as arch_table, build
 from trapline.errors import RunFailed, UsageError
-from trapline.platforms.gem5 import binary, run as gem5_run
-from trapline.platforms.gem5.engine import Gem5Engine, unused_fields as gem5_unused_fields
-from trapline.platforms.gem5.machine_json import isa
-from trapline.platforms.base import CommandOption, Lane, Platform, PlatformRun, check_kernel_sets, machine_lines
-from trapline.platforms.engine import run_lane
-
-FLAVOUR = "gem5"          # the kernels' build flavour with m5-op region markers (kernels/common)
-FREESTANDING = "gem5-freestanding"  # ... whose listed sparc64 kernels link without glibc
-GLIBC_CHANGE = "sparc-glibc"        # trapline's change that lets SPARC SE start a glibc program
-TIMEOUT_S = 3600          # a full-size run on the O3 CPU is slow (about 0.3 M instructions/s)
-CPU_FIELD = "gem5.cpu"    # the machine field (and --set key) that picks the CPU model
-
-
-def kernel_flavour(arch: str, g: dict) -> str:
-    """The build flavour of the kernels a gem5 (facts g) runs: gem5, or on sparc64 without
-    trapline's change sparc-glibc, gem5-freestanding (a stock gem5's SPARC SE mode stops a
-    glibc program at its first system call: kernels/common/freestanding.mk)."""
-    return FLAVOUR if arch != "sparc64" or GLIBC_CHANGE in g.get("changes", []) else FREESTANDING
+from trapline.machine import report_lines as machine_lines
+from trapline.platforms.base import CommandOption, Platform
+from trapline.platforms.engine import SimulatorLane
+from trapline.platforms.gem5 import binary, stats
+from trapline.platforms.gem5.engine import Gem5Engine, cpu_of, kernel_flavour  # noqa: F401 (cpu_of: callers')
 
 
 def build_kernels(arches, log=None) -> list:
@@ -58,13 +45,9 @@ def build_kernels(arches, log=None) -> list:
             if arch_table.get(a).gem5_isa in g["isas"]]
 
 
-def cpu_of(m: machines.Machine) -> str:
-    """The CPU model the machine runs on in gem5 (its gem5.cpu, else O3)."""
-    return str(m.raw(CPU_FIELD)) if m.has(CPU_FIELD) else gem5_run.DEFAULT_CPU
-
-
-class Gem5Lane(Lane):
+class Gem5Lane(SimulatorLane):
     """A gem5 lane: the kernel's runs one after another, each in its own gem5 process."""
+    mode = "se"
 
     def sweep_keys(self) -> dict:
         g = binary.facts(binary.find())
@@ -86,12 +69,9 @@ class Gem5Platform(Platform):
     counters = tuple(c.name for c in stats.COUNTERS)
     lane_needs = "trapline's changes to gem5 (gem5_configs/changes/<name>)"
     lanes = (Gem5Lane,)
+    engines = {"se": Gem5Engine}  # (the CPU model: the machine's gem5.cpu, --set gem5.cpu=...)
     options = (CommandOption("--gem5", "PATH", "the gem5 binary for the gem5 platform (default: $GEM5, then "
                                                "gem5.opt or gem5 on PATH)"),)
-
-    @classmethod
-    def unused_fields(cls, machine) -> frozenset[str]:
-        return gem5_unused_fields(machine)
 
     @classmethod
     def take_options(cls, values: dict) -> None:
@@ -148,44 +128,4 @@ class Gem5Platform(Platform):
             g = binary.facts(binary.find())
         except (UsageError, RunFailed) as e:
             g = {"error": str(e)}
-        return {"gem5": g, "machines": self.machines_used()}
-
-    def validate(self, exp) -> None:
-        m = self.machine_of(exp)  # raises for a bad machine field (gem5.cpu outside timing|minor|o3), naming it
-        gem5_run.check_cpu(cpu_of(m), isa(m))  # (minor cannot run SPARC: gem5_run.BROKEN_CPUS)
-        gem5_run.check_isa(m, binary.facts(binary.find()))
-        check_kernel_sets(self.ctx, exp, self.name, self.kernel_sets,
-                          also=f"; or a machine field: {', '.join(sorted(machines.top_fields()))} "
-                               f"(dotted, e.g. {CPU_FIELD}=timing)")
-
-    # ------------------------------------------------ ./run.sh simulate (trapline/simulate.py)
-
-    simulates = ("se",)
-
-    @classmethod
-    def simulate_problem(cls, machine: machines.Machine, mode: str) -> str | None:
-        why = super().simulate_problem(machine, mode) or cls.why_unavailable()
-        if why:
-            return why
-        try:
-            gem5_run.check_cpu(cpu_of(machine), isa(machine))
-            gem5_run.check_isa(machine, binary.facts(binary.find()))
-        except UsageError as e:
-            return str(e)
-        return None
-
-    def engine(self, machine: machines.Machine, mode: str):
-        """The user's program in gem5 SE mode on the machine, on its gem5.cpu (--set gem5.cpu=...)."""
-        return Gem5Engine(machine, cpu_of(machine))
-
-    def run(self, exp) -> PlatformRun:
-        ctx, log = self.ctx, self.ctx.log
-        spec, arch, t0 = self._lane(exp)
-        m = self.use_machine(exp)
-        cpu = cpu_of(m)
-        engine = Gem5Engine(m, cpu, binary.find(), cores_by_args=True)
-        engine.flavour = flavour = kernel_flavour(arch, engine.gem5_facts)
-        bindir = ctx.tool(f"kernels-{flavour}-{arch}", lambda: build.build(arch, log=log, flavour=flavour)) / exp.kernel
-        log(f"{exp.id}: {binary.described(engine.gem5_facts)} ({cpu} CPU, {flavour} kernels), machine "
-            f"{m.name}{' with ' + ' '.join(m.sets) if m.sets else ''}")
-        return run_lane(self.lane(exp), exp, engine, bindir, TIMEOUT_S, t0)
+        return {"gem5": g, "machines": self.ctx.machines_used(self.name)}

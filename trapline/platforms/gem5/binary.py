@@ -118,27 +118,36 @@ def _save_facts(d: dict) -> None:
         pass  # a cache: a read-only or full disk only costs the next run a rehash
 
 
-def sha256_of(path: Path) -> str:
-    """The binary's sha256, cached by its resolved path, size and mtime."""
-    path = Path(path).resolve()
+def _sha256_key(path: Path) -> str:
     st = path.stat()
-    key = f"{path}:{st.st_size}:{st.st_mtime_ns}"
+    return f"{path}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def sha256_of(path: Path, remember: bool = True) -> str:
+    """The binary's sha256, cached by its resolved path, size and mtime (remember=False: not
+    written to the cache, as for a binary not yet known to be gem5)."""
+    path = Path(path).resolve()
+    key = _sha256_key(path)
     cache = _load_facts()
     hit = cache.get("sha256", {}).get(key)
     if hit:
         return hit
     digest = sha256_file(path)
-    cache = _load_facts()
-    cache.setdefault("sha256", {})[key] = digest
-    _save_facts(cache)
+    if remember:
+        cache = _load_facts()
+        cache.setdefault("sha256", {})[key] = digest
+        _save_facts(cache)
     return digest
 
 
 def probe(path: Path, timeout: float = 120) -> dict:
     """What the binary says about itself: {"version", "isas", "protocol"} (a tiny gem5
-    run of gem5_configs/probe.py), cached by sha256. RunFailed with gem5's last lines
-    when it cannot run (a missing runtime library, a binary for another machine)."""
-    digest = sha256_of(path)
+    run of gem5_configs/probe.py), cached by sha256 once it said so. A program that is
+    not gem5 (it ends without a word of gem5's) is a UsageError naming it, and nothing is
+    cached of it; RunFailed with gem5's last lines when a gem5 cannot run (a missing
+    runtime library, a binary for another machine)."""
+    path = Path(path).resolve()
+    digest = sha256_of(path, remember=False)
     hit = _load_facts().get("probe", {}).get(digest)
     if hit:
         return hit
@@ -148,6 +157,10 @@ def probe(path: Path, timeout: float = 120) -> dict:
         except OSError as e:
             raise RunFailed(f"gem5 {path} cannot be started: {e.strerror}") from None
     line = next((ln for ln in out.splitlines() if ln.startswith(PROBE_MARK)), None)
+    said = (out + err).lower()
+    if status is not None and line is None and "gem5" not in said and "error while loading shared libraries" not in said:
+        raise UsageError(f"{path} is not gem5: asked what it is (gem5 -q {PROBE.name}) it exited with status "
+                         f"{status} and said nothing of gem5's; {HOW_TO_GET}")
     if status != 0 or line is None:
         why = "timed out" if status is None else f"exited with status {status}"
         raise RunFailed(f"gem5 {path} {why} when asked what it is (gem5 {PROBE.name}); its runtime libraries are "
@@ -155,6 +168,7 @@ def probe(path: Path, timeout: float = 120) -> dict:
     found = json.loads(line[len(PROBE_MARK):])
     cache = _load_facts()
     cache.setdefault("probe", {})[digest] = found
+    cache.setdefault("sha256", {})[_sha256_key(path)] = digest
     _save_facts(cache)
     return found
 
@@ -166,8 +180,8 @@ def facts(path: Path) -> dict:
     reports_version is what gem5 itself says; build is "trapline" (a binary of
     `./run.sh gem5 build`, which says so itself: m5.trapline_build) or "stock"."""
     path = Path(path).resolve()
-    digest = sha256_of(path)
     p = probe(path)
+    digest = sha256_of(path)
     own = p.get("trapline") or {}
     changes = list(own.get("changes", []))
     version = KNOWN.get(digest) or (f"{own.get('release', '?')} with trapline's changes "

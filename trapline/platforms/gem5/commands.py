@@ -17,18 +17,14 @@ import json
 
 def add_arguments(g: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The gem5 command's words and options, on its parser `g`."""
-    from trapline.platforms.gem5 import from_source
+    from trapline.platforms.gem5 import from_source, machine_json
     gs = g.add_subparsers(dest="gem5_command", metavar="{build,which,machine}", parser_class=type(g))
     gs.required = True
     from_source.parser(gs.add_parser("build", help="build trapline's gem5 (gem5 v24.0.0.1 and trapline's "
                                                     "changes) into the cache"))
     w = gs.add_parser("which", help="the gem5 the gem5 platform would run, and what it is (JSON)")
     w.add_argument("--gem5", metavar="PATH", help="this binary instead of the one found")
-    m = gs.add_parser("machine", help="a machine description as JSON for gem5_configs/run_se.py")
-    m.add_argument("--machine", required=True, help="a machine name (gem5_configs/machines/) or a YAML file")
-    m.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
-                   help="override a machine field, e.g. caches.l1d.size=64kB")
-    m.add_argument("-o", "--output", metavar="FILE", help="write the JSON here (default: standard output)")
+    machine_json.add_options(gs.add_parser("machine", help="a machine description as JSON for gem5_configs/run_se.py"))
     return g
 
 

@@ -55,23 +55,27 @@ def _label(s: dict) -> str:
 def compare(machine: str, runs: list[str], cpus: list[str], gem5=None, log=print) -> list[dict]:
     """One row per sample group and simulator: {"group", "sim", "ns_per_op", "<suffix>": per op, "seconds"}.
     Each simulator is its engine (trapline/platforms/engine.py), as in an experiment's lanes."""
+    from trapline.context import RunContext
+    from trapline.platforms.gem5 import Gem5Platform
     from trapline.platforms.gem5.engine import Gem5Engine
+    from trapline.platforms.model import ModelPlatform
     from trapline.platforms.model.engine import ModelEngine
-    from trapline.platforms.model.plugin_build import plugin_path
     m = machines.load(machine)
     arch = m.arch
     arch_table.get(arch)
     default, flavoured = build.build(arch), build.build(arch, flavour="gem5")
     gem5 = gem5 or binary.find()
-    plugin = plugin_path()
+    ctx = RunContext.make(log=log)
+    model, gem5_platform = ModelPlatform(ctx), Gem5Platform(ctx)
     rows = []
     for spec in runs:
         argv = shlex.split(spec)
         rel = argv[0]
         cores = run.cores_for(dict(a.split("=", 1) for a in argv[1:] if "=" in a))
         # threads under the model: the lockstep lane (docs/model.md), as stl-alloc-scaling's model lane
-        engines = [("model", ModelEngine(m, plugin, lockstep=cores > 1), default)]
-        engines += [(f"gem5-{cpu}", Gem5Engine(m, cpu, gem5, cores_by_args=True), flavoured) for cpu in cpus]
+        engines = [("model", ModelEngine(model, m, "user", lockstep=cores > 1), default)]
+        engines += [(f"gem5-{cpu}", Gem5Engine(gem5_platform, m, "se", cpu=cpu, gem5=gem5, cores_by_args=True),
+                     flavoured) for cpu in cpus]
         for sim, engine, bindir in engines:
             t0 = time.monotonic()
             ran = engine.run([str(bindir / rel)] + argv[1:], run.TIMEOUT_S, cwd=(bindir / rel).parent)

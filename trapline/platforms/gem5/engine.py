@@ -11,18 +11,21 @@ statistics.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from functools import cached_property, lru_cache
+from functools import cached_property
 from pathlib import Path
 
-from trapline import machine as machines, simstats
+from trapline import build, machine as machines, simstats
 from trapline.errors import RunFailed, UsageError
-from trapline.paths import ROOT
-from trapline.platforms.base import machine_provenance
+from trapline.platforms.base import Lane
 from trapline.platforms.engine import Engine, Ran
 from trapline.platforms.gem5 import binary, run as gem5_run, stats
-from trapline.platforms.gem5.machine_json import export
+from trapline.platforms.gem5.machine_json import export, isa, params
+
+FLAVOUR = "gem5"          # the kernels' build flavour with m5-op region markers (kernels/common)
+FREESTANDING = "gem5-freestanding"  # ... whose listed sparc64 kernels link without glibc
+GLIBC_CHANGE = "sparc-glibc"        # trapline's change that lets SPARC SE start a glibc program
+TIMEOUT_S = 3600          # a full-size run on the O3 CPU is slow (about 0.3 M instructions/s)
+CPU_FIELD = "gem5.cpu"    # the machine field (and --set key) that picks the CPU model
 
 # gem5_<name> counts -> the common format's figures
 # (each figure's meaning: simstats.SCALARS; l1i_accesses from O3 alone, whose fetch reads a line at a time)
@@ -31,20 +34,16 @@ FIGURES = {"gem5_instructions": "instructions", "gem5_cycles": "cycles", "gem5_l
                                         "l2_accesses", "l2_misses", "l3_accesses", "l3_misses", "dtlb_misses",
                                         "itlb_misses", "hw_prefetches_issued", "hw_prefetches_useful")},
            "gem5_misses_overlapped": "l1d_misses_overlapped"}
-# O3's fetch buffer: trapline's board makes it the line when the line is shorter, else it stays
-# 64 bytes (gem5_configs/trapline_gem5/board.py): a longer line is read in 64-byte blocks
-O3_FETCH_BUFFER = 64
+def kernel_flavour(arch: str, g: dict) -> str:
+    """The build flavour of the kernels a gem5 (facts g) runs: gem5, or on sparc64 without
+    trapline's change sparc-glibc, gem5-freestanding (a stock gem5's SPARC SE mode stops a
+    glibc program at its first system call: kernels/common/freestanding.mk)."""
+    return FLAVOUR if arch != "sparc64" or GLIBC_CHANGE in g.get("changes", []) else FREESTANDING
 
 
-@lru_cache(maxsize=None)
-def _params_module():
-    """gem5_configs/trapline_gem5/params.py (plain Python: gem5's side of the machine mapping)."""
-    path = ROOT / "gem5_configs" / "trapline_gem5" / "params.py"
-    spec = importlib.util.spec_from_file_location("trapline_gem5_params", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # (its dataclasses look their module up)
-    spec.loader.exec_module(mod)
-    return mod
+def cpu_of(m: machines.Machine) -> str:
+    """The CPU model the machine runs on in gem5 (its gem5.cpu, else O3)."""
+    return str(m.raw(CPU_FIELD)) if m.has(CPU_FIELD) else gem5_run.DEFAULT_CPU
 
 
 def unused_fields(m: machines.Machine, g: dict | None = None, exported: dict | None = None) -> frozenset[str]:
@@ -52,7 +51,7 @@ def unused_fields(m: machines.Machine, g: dict | None = None, exported: dict | N
     notes them instead of mapping them (the model-only costs such as traps.cost, or on a
     stock gem5 atomics.split_lock_cost), so a parameter fitted to a claim that gem5
     ignores does not make gem5's figure 'fitted'. exported: export(m), when made already."""
-    p = _params_module().from_machine(exported or export(m), changes=_changes(g))
+    p = params.from_machine(exported or export(m), changes=_changes(g))
     return frozenset(n.field for n in p.notes if n.field not in p.mapped)
 
 
@@ -67,8 +66,10 @@ def _changes(g: dict | None) -> list[str]:
 
 
 class Gem5Engine(Engine):
-    """gem5 SE mode on a machine. cores_by_args: a lane's run gets a core per thread its
-    arguments start (run.cores_for); otherwise one. flavour: the lane's kernel build."""
+    """gem5 SE mode on a machine, on its CPU model (gem5.cpu, cpu_of; `cpu` for a comparison
+    of several). For a lane, a run gets a core per thread its arguments start (run.cores_for)
+    and the lane's kernels are built in the flavour this gem5 runs (kernel_flavour);
+    otherwise one core (cores_by_args, as given)."""
     prefix = "gem5"
     under = "gem5"
     mismatch = ("gem5 dumped {regions} regions for {samples} samples; they must pair up one to one "
@@ -76,13 +77,32 @@ class Gem5Engine(Engine):
     timer = {"source": "gem5", "res_ns": 0, "min_delta_ns": 0}
     # O3 reads lines down a mispredicted path and again after a squash: its fetches depend on its timing
     rests_on_here = {"l1i_accesses": simstats.PREDICTION}
+    timeout_s = TIMEOUT_S
 
-    def __init__(self, machine: machines.Machine, cpu: str = gem5_run.DEFAULT_CPU, gem5=None,
-                 cores_by_args: bool = False, flavour: str | None = None):
-        super().__init__(machine)
-        self.cpu, self.cores_by_args, self.flavour, self._gem5 = cpu, cores_by_args, flavour, gem5
-        # O3 reads a line per fetch only when the line fits its fetch buffer
-        self.line_fetches = machine.bytes("caches.l1i.line") <= O3_FETCH_BUFFER
+    @classmethod
+    def unused_fields(cls, machine: machines.Machine) -> frozenset[str]:
+        return unused_fields(machine)
+
+    def __init__(self, platform, machine: machines.Machine, mode: str, lane: Lane | None = None, *,
+                 cpu: str | None = None, gem5=None, cores_by_args: bool | None = None):
+        super().__init__(platform, machine, mode, lane)
+        self.cpu, self._gem5 = cpu or cpu_of(machine), gem5
+        self.cores_by_args = lane is not None if cores_by_args is None else cores_by_args
+        # O3 reads a line per fetch only when the line fits its fetch buffer (trapline's board makes
+        # the buffer the line when the line is shorter; a longer line is read in buffer-sized blocks)
+        self.line_fetches = machine.bytes("caches.l1i.line") <= params.O3_FETCH_BUFFER
+        # a lane's kernels: the flavour this gem5 runs (its facts say)
+        self.flavour = kernel_flavour(machine.arch, self.gem5_facts) if lane is not None else None
+
+    @classmethod
+    def problem(cls, machine: machines.Machine) -> str | None:
+        """Its CPU model must be gem5's and run the machine's ISA, and the gem5 found must have the ISA."""
+        try:
+            gem5_run.check_cpu(cpu_of(machine), isa(machine))  # (minor cannot run SPARC: gem5_run.BROKEN_CPUS)
+            gem5_run.check_isa(machine, binary.facts(binary.find()))
+        except (UsageError, RunFailed) as e:
+            return str(e)
+        return None
 
     # found when first run (reading regions needs no gem5)
     @cached_property
@@ -127,10 +147,21 @@ class Gem5Engine(Engine):
         return simstats.figures(seconds=g["seconds"], **{f: c[k] for k, f in FIGURES.items()
                                                          if k in c and (self.line_fetches or f != "l1i_accesses")})
 
-    def lane_facts(self, exp, runs: list[Ran]) -> dict:
-        g, m = self.gem5_facts, self.machine
+    def lane_line(self) -> str:
+        m = self.machine
+        return (f"{binary.described(self.gem5_facts)} ({self.cpu} CPU, {self.flavour} kernels), machine "
+                f"{m.name}{' with ' + ' '.join(m.sets) if m.sets else ''}")
+
+    def kernels(self) -> Path:
+        """The lane's kernels in this gem5's flavour, built once per run context."""
+        ctx, arch, flavour = self.ctx, self.machine.arch, self.flavour
+        return ctx.tool(f"kernels-{flavour}-{arch}", lambda: build.build(arch, log=ctx.log, flavour=flavour)) \
+            / self.lane.exp.kernel
+
+    def lane_facts(self, runs: list[Ran]) -> dict:
+        exp, g, m = self.lane.exp, self.gem5_facts, self.machine
         per_run = [{"run": r.what, **r.facts} for r in runs]
-        return {**machine_provenance(exp, m, unused_fields(m, g, self.exported)), "cpu": self.cpu,
+        return {**m.rests_on(exp.data["catalogue"], unused_fields(m, g, self.exported)), "cpu": self.cpu,
                 "deterministic": True, "gem5_version": g.get("version"), "gem5_sha256": g.get("sha256"),
                 "gem5_build": g.get("build"), "gem5_changes": g.get("changes", []),
                 "gem5_changes_sha256": g.get("changes_sha256"), "kernel_flavour": self.flavour, "runs": per_run,

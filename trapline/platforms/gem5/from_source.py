@@ -592,12 +592,29 @@ def build(source_flag: str | None = None, jobs: int | None = None, log=None) -> 
     return out / "gem5.opt"
 
 
+def _jobs(text: str) -> int:
+    """-j: a positive whole number of compile jobs."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"-j takes a positive whole number of compile jobs, not '{text}'")
+    return int(text)
+
+
+def _source(text: str) -> str:
+    """--source: a file's path (a directory or nothing is refused before anything runs)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"--source takes gem5 {RELEASE}'s release source tarball, not an empty path")
+    if Path(text).expanduser().is_dir():
+        raise argparse.ArgumentTypeError(f"--source {text}: is a directory; it takes gem5 {RELEASE}'s release source "
+                                         f"tarball (sha256 {next(iter(SOURCES))})")
+    return text
+
+
 def parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     p = p or argparse.ArgumentParser(prog="./run.sh gem5 build")
-    p.add_argument("--source", metavar="TARBALL",
+    p.add_argument("--source", metavar="TARBALL", type=_source,
                    help=f"gem5 {RELEASE}'s release source (default: ${SOURCE_ENV}, ../shared/gem5/, else a clone "
                         f"of {REPOSITORY} at {RELEASE})")
-    p.add_argument("-j", "--jobs", type=int, default=None, help="parallel compile jobs (default: the cores)")
+    p.add_argument("-j", "--jobs", type=_jobs, default=None, help="parallel compile jobs (default: the cores)")
     return p
 
 

@@ -24,10 +24,14 @@ from typing import Any
 from trapline import arch as arch_table, machine as machines
 from trapline.errors import UsageError, exit_status
 from trapline.machine import paths, schema
+from trapline.paths import GEM5_CONFIGS
 from trapline.results import atomic_write
 
-FORMAT = 1
-KIND = "trapline-machine"
+# gem5's side of the machine mapping, trapline_gem5.params (plain Python, no gem5): imported
+# as the module run_se.py imports, from gem5_configs/ (its reader of this JSON: FORMAT, MACHINE_KIND)
+if str(GEM5_CONFIGS) not in sys.path:
+    sys.path.append(str(GEM5_CONFIGS))
+from trapline_gem5 import params  # noqa: E402
 # gem5.isas.ISA member names (src/python/gem5/isas.py), by architecture
 ISA_OF_ARCH = {name: a.gem5_isa for name, a in arch_table.ARCHES.items()}  # the architecture table
 # top-level text that is no machine parameter (gem5 could not take it)
@@ -81,7 +85,7 @@ def isa(machine: machines.Machine) -> str:
 
 def export(machine: machines.Machine) -> dict:
     """The JSON-ready typed machine that run_se.py (trapline_gem5.params.from_machine) reads."""
-    return {"format": FORMAT, "kind": KIND, "machine": machine.name, "sets": list(machine.sets),
+    return {"format": params.FORMAT, "kind": params.MACHINE_KIND, "machine": machine.name, "sets": list(machine.sets),
             "arch": machine.arch, "isa": isa(machine), "clock_hz": machine.clock_hz,
             "fields": fields(machine)}
 
@@ -91,18 +95,23 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m trapline.platforms.gem5",
-                description="Write a machine description as typed JSON for gem5_configs/run_se.py")
+def add_options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The options that write a machine as JSON (--machine, --set, -o), on `p`: here and on
+    `./run.sh gem5 machine` (trapline.platforms.gem5.commands)."""
     p.add_argument("--machine", required=True, help="a machine name (gem5_configs/machines/) or a YAML file")
-    p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
+    p.add_argument("--set", action="append", default=[], type=machines.pair, metavar="PATH=VALUE",
                    help="override a machine field, e.g. caches.l1d.size=64kB (repeatable)")
     p.add_argument("-o", "--output", metavar="FILE", help="write the JSON here (default: standard output)")
     return p
 
 
-def write(machine: str, sets: list[str], output: str | None) -> None:
-    """Load the machine (with --set overrides) and write its typed JSON to `output`
+def parser() -> argparse.ArgumentParser:
+    return add_options(_Parser(prog="python -m trapline.platforms.gem5",
+                               description="Write a machine description as typed JSON for gem5_configs/run_se.py"))
+
+
+def write(machine: str, sets: list[machines.Pair], output: str | None) -> None:
+    """Load the machine (with the --set (path, value) pairs) and write its typed JSON to `output`
     atomically (printing its path) or to standard output. Bad input raises
     UsageError naming the field or the valid choices."""
     text = json.dumps(export(machines.load(machine, sets=sets)), indent=2) + "\n"

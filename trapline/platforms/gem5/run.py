@@ -32,8 +32,8 @@ from trapline.platforms.gem5 import binary, stats
 from trapline.platforms.gem5.machine_json import export, isa as isa_of
 from trapline.proc import run_command, tail
 
-from trapline.paths import ROOT
-RUN_SE = ROOT / "gem5_configs" / "run_se.py"
+from trapline.paths import GEM5_CONFIGS
+RUN_SE = GEM5_CONFIGS / "run_se.py"
 # gem5's CPU models (run_se.py --cpu): O3 for headlines (the claims are about real
 # pipelines), timing (TimingSimpleCPU: not pipelined, about 10x faster) for quick checks
 CPUS = ("o3", "timing", "minor")

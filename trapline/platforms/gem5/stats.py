@@ -16,7 +16,7 @@ side by suffix: gem5_l1d_misses beside model_l1d_misses.
 
     blocks = parse(Path("m5out/stats.txt").read_text())
     regions = [region(b, clock_hz) for b in blocks[:-1]]     # the marked regions
-    engine.Gem5Engine(machine).pair(kernel_output, regions, "loop-order variant=row")  # sample i <- region i
+    gem5_platform.engine(machine, "se").pair(kernel_output, regions, "loop-order variant=row")  # sample i <- region i
 
 Stat names were read from a real stats.txt of gem5 v24.0.0.1 with
 trapline_gem5's board (gem5_configs/trapline_gem5): per-core objects are

@@ -25,31 +25,24 @@ any other key is a kernel argument.
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
-import time
 from pathlib import Path
 
-from trapline import arch as arch_table, guest, kernelio, machine as machines
-from trapline.errors import UsageError
-from trapline.platforms.base import (GuestLane, Lane, Platform, PlatformRun, check_kernel_sets, guest_line, machine_lines)
-from trapline.platforms.engine import run_lane
+from trapline import arch as arch_table, guest
+from trapline.platforms.base import GuestLane, Lane, Platform, guest_line
+from trapline.platforms.engine import SimulatorLane
+from trapline.machine import report_lines as machine_lines
 from trapline.platforms.model.counters import COUNTERS
-from trapline.platforms.model.engine import (TIMEOUT_S, GuestEngine, ModelEngine,
-                                             guest_plugin_options, machine_facts, unused_fields as model_unused_fields)
+from trapline.platforms.model.engine import GuestEngine, ModelEngine, machine_facts  # noqa: F401 (machine_facts: tests)
 from trapline.platforms.model.plugin_build import TOOL as PLUGIN_TOOL, plugin as built_plugin
-from trapline.proc import tail, tool_version
-
-GUEST_TIMEOUT_S = {True: 600, False: 2400}  # quick, full
-# (the guest lane's -icount arguments per architecture: trapline/arch.py)
+from trapline.proc import tool_version
 
 
-class UserLane(Lane):
+class UserLane(SimulatorLane):
     """A model lane in QEMU user mode: the kernel's runs under qemu-<arch> with the
     plugin. With one thread it is deterministic (the same inputs give byte-identical
     stats, and `./run.sh verify` reruns it); a lockstep lane (threads on several vCPUs,
     ordered by their clocks) is not quite (docs/model.md)."""
+    mode = "user"
 
     def sweep_keys(self) -> dict:
         return {"plugin": built_plugin(self.ctx).parent.name,  # model/<key>/libtrapline-model.so
@@ -64,80 +57,15 @@ class UserLane(Lane):
                     "moves its figures by about 1e-6 (docs/model.md)")
         return "a lane of the model whose run said its figures are not deterministic"
 
-    def run(self, exp, m: machines.Machine, t0: float) -> PlatformRun:
-        """The kernel's runs one after another under qemu-<arch> with the plugin."""
-        ctx = self.ctx
-        ctx.use(self.platform.name, self.arch)
-        ctx.log(f"{exp.id}: timing model, machine {m.name}{' with ' + ' '.join(m.sets) if m.sets else ''}")
-        engine = ModelEngine(m, built_plugin(ctx), lockstep=bool(self.spec.get("lockstep")), log=ctx.log)
-        return run_lane(self, exp, engine, ctx.kernels(self.arch) / exp.kernel, TIMEOUT_S, t0)
 
-
-class GuestModelLane(GuestLane):
+class GuestModelLane(SimulatorLane, GuestLane):
     """A model lane with `guest: true`: the experiment's commands in the qemu lane's guest
-    image, booted under qemu-system with the plugin (module docstring)."""
+    image, booted once under qemu-system with the plugin (module docstring)."""
+    mode = "guest"
     not_repeatable = "a guest lane of the model: a booted kernel is not bit-for-bit repeatable"
 
     def sweep_keys(self) -> dict:
         return {"plugin": built_plugin(self.ctx).parent.name, **super().sweep_keys()}
-
-    def run(self, exp, m: machines.Machine, t0: float) -> PlatformRun:
-        """The experiment's commands in the guest image, under qemu-system with the plugin."""
-        ctx, log, spec, arch = self.ctx, self.ctx.log, self.spec, self.arch
-        kset = self.platform.kernel_sets
-        if os.environ.get("TRAPLINE_MEM"):
-            raise UsageError("the model's guest lane maps guest-physical memory to NUMA nodes with the default "
-                             "guest memory; unset TRAPLINE_MEM")
-        a = arch_table.get(arch)
-        layout = {"node_bytes": a.numa.node_bytes, "cpu_nodes": list(a.numa.cpu_nodes)}
-        lat = m.numa_cycles()
-        if lat and len(lat) != len(layout["node_bytes"]):
-            raise UsageError(f"machine '{m.name}' has {len(lat)} NUMA nodes but the {arch} guest has "
-                             f"{len(layout['node_bytes'])}; use a machine with {len(layout['node_bytes'])} "
-                             f"(or --set the numa group)")
-        image = ctx.image(arch)
-        ctx.use("model-guest", arch)
-        bindir = ctx.kernels(arch)
-        commands, shown = guest.guest_commands(ctx, exp, spec, kset)
-        timeout = ctx.timeout_for(spec.get("boot_timeout_s", GUEST_TIMEOUT_S[ctx.quick]))
-        output = kernelio.KernelOutput()
-        engine = ModelEngine(m, built_plugin(ctx))
-        with tempfile.TemporaryDirectory(prefix="trapline-model-guest-") as tmp:
-            out = Path(tmp) / "stats.json"
-            log(f"{exp.id}: booting the {arch} guest under the timing model ({m.name}) with "
-                f"{len(commands)} command(s)")
-            # from the image's snapshot (booted once to its init), with the plugin loaded at restore
-            b, retried = guest.boot_once_more_if_silent(exp.id, image, commands, timeout, log, snapshot=True,
-                                                        qemu_extra=["-plugin", guest_plugin_options(
-                                                            m, image, engine.plugin, out)] + list(a.icount))
-            stats = json.loads(out.read_text()) if out.exists() and out.stat().st_size else {}
-        raw = f"$ {b.qemu_cmdline}\n{b.console}\n--- boot.sh ---\n{b.stderr}\n--- model stats ---\n" \
-              f"{json.dumps(stats, indent=1)}"
-        hashes = guest.guest_hashes(image, bindir, exp.kernel)
-        outs, err = guest.command_outputs(b, commands, shown, timeout, under=" under the model")
-        if err is None and not stats:
-            err = f"QEMU ended without the model's statistics (the plugin writes them at exit); " \
-                  f"console tail:\n{tail(b.console)}\n{tail(b.stderr, 5)}"
-        # regions of every vCPU in the order they began: the guest's commands
-        # ran one after another, each bound to its CPU while it measured
-        regions = sorted((g for g in stats.get("regions", []) if g.get("marked")), key=lambda g: g["seq"])
-        for text, what in zip(outs if err is None else [], shown):
-            o = kernelio.parse(text)
-            mine, regions = regions[:len(o.samples)], regions[len(o.samples):]
-            err = engine.pair(o, mine, " ".join(what))
-            if err:
-                break
-            output.extend(o)
-        if err is None and regions:
-            err = f"the model reported {len(regions)} more regions than the guest printed samples"
-        run = PlatformRun(output, raw, shown, error=err, binaries=hashes, seconds=time.monotonic() - t0)
-        run.facts = machine_facts(exp, m, len(stats.get("regions", [])), guest=True)
-        icount = a.icount
-        # a guest is not bit-for-bit deterministic even under -icount (docs/model.md:
-        # the sun4u guest's regions differ by a few window traps in some runs)
-        run.facts.update(guest=True, boot=b.facts, boot_retried=retried, icount=icount[1] if icount else None,
-                         deterministic=False, numa_layout=layout if lat else None)
-        return run
 
 
 class ModelPlatform(Platform):
@@ -149,10 +77,7 @@ class ModelPlatform(Platform):
     takes_machine = True
     counters = tuple(c.name for c in COUNTERS)
     lanes = (UserLane, GuestModelLane)
-
-    @classmethod
-    def unused_fields(cls, machine) -> frozenset[str]:
-        return model_unused_fields(machine)
+    engines = {"user": ModelEngine, "guest": GuestEngine}
 
     @classmethod
     def lane_class(cls, spec: dict) -> type[Lane]:
@@ -174,36 +99,4 @@ class ModelPlatform(Platform):
                 # the guest lane: qemu-system and the guest image it booted
                 "guests": {a: guest.guest_image_facts(a, ctx.images.get(a))
                            for a in sorted(ctx.used.get("model-guest", ()))},
-                "machines": self.machines_used()}
-
-    def validate(self, exp) -> None:
-        self.machine_of(exp)  # raises for a bad machine field, naming it, or another arch than the lane's
-        check_kernel_sets(self.ctx, exp, self.name, self.kernel_sets,
-                          also=f"; or a machine field: {', '.join(sorted(machines.top_fields()))} "
-                               f"(dotted, e.g. caches.l1d.line=32B)")
-
-    def run(self, exp) -> PlatformRun:
-        _, _, t0 = self._lane(exp)
-        m = self.use_machine(exp)
-        built_plugin(self.ctx)
-        return self.lane(exp).run(exp, m, t0)
-
-    simulates = ("user", "guest")
-
-    @classmethod
-    def simulate_problem(cls, machine: machines.Machine, mode: str) -> str | None:
-        why = super().simulate_problem(machine, mode)
-        if why or mode != "guest":
-            return why
-        if os.environ.get("TRAPLINE_MEM"):
-            return "the model's guest maps guest-physical memory to NUMA nodes with the default guest memory; unset TRAPLINE_MEM"
-        nodes, lat = len(arch_table.get(machine.arch).numa.node_bytes), machine.numa_cycles()
-        if lat and len(lat) != nodes:
-            return (f"machine '{machine.name}' has {len(lat)} NUMA nodes but the {machine.arch} guest has {nodes} "
-                    f"(--set the numa group)")
-        return None
-
-    def engine(self, machine: machines.Machine, mode: str):
-        plugin = built_plugin(self.ctx)
-        return GuestEngine(machine, plugin, self.ctx) if mode == "guest" else ModelEngine(machine, plugin)
-
+                "machines": ctx.machines_used(self.name)}

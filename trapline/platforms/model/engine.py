@@ -16,15 +16,18 @@ import os
 import tempfile
 from pathlib import Path
 
-from trapline import arch as arch_table, guest, images, machine as machines, simstats
+from trapline import arch as arch_table, guest, images, kernelio, machine as machines, simstats
 from trapline.kernelio import MODELLED_TIMER
-from trapline.platforms.base import machine_provenance
+from trapline.platforms.base import Command, Lane
 from trapline.platforms.engine import Engine, Ran
 from trapline.machine.options import OPTIONS
 from trapline.platforms.model import counters
-from trapline.proc import run_command
+from trapline.platforms.model.plugin_build import plugin as built_plugin
+from trapline.proc import run_command, tail
 
 TIMEOUT_S = 900
+GUEST_TIMEOUT_S = {True: 600, False: 2400}  # a guest lane's boot (with its commands): quick, full
+# (the guest lane's -icount arguments per architecture: trapline/arch.py)
 # a user-mode kernel's whole environment: fixed, since QEMU puts it on the kernel's
 # stack and its size moves stack addresses, and so a few modelled cache misses
 KERNEL_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C"}
@@ -65,8 +68,13 @@ def simulate(arch: str, plugin: Path, machine: machines.Machine, argv: list[str]
         if a.sysroot:
             cmd += ["-L", a.sysroot]
         status, so, se = run_command(cmd + argv, timeout, cwd=cwd, env=KERNEL_ENV)
-        stats = json.loads(out.read_text()) if out.exists() and out.stat().st_size else {}
+        stats = _stats(out)
     return stats, so, se, status
+
+
+def _stats(out: Path) -> dict:
+    """The plugin's stats JSON (written at exit), or {} when it wrote none."""
+    return json.loads(out.read_text()) if out.exists() and out.stat().st_size else {}
 
 
 def marked(raw: dict) -> list[dict]:
@@ -97,23 +105,40 @@ def instructions(g: dict) -> int | None:
 
 
 def machine_facts(exp, m: machines.Machine, regions: int, guest: bool = False) -> dict:
-    f = machine_provenance(exp, m, unused_fields(m, guest))
+    """A model lane's facts about its machine and what its figures rest on (Machine.rests_on)."""
+    f = m.rests_on(exp.data["catalogue"], unused_fields(m, guest))
     keys = ("machine", "machine_sets", "machine_file_sha256", "clock_hz")
     return {**{k: f[k] for k in keys}, "regions": regions, "deterministic": True,
             **{k: v for k, v in f.items() if k not in keys}}
 
 
 class ModelEngine(Engine):
-    """The model in user mode (QEMU user mode: no kernel). lockstep: threads on several
-    vCPUs, ordered by their clocks (docs/model.md)."""
+    """The model in user mode (QEMU user mode: no kernel), with the plugin built for the
+    platform's run context. lockstep: threads on several vCPUs, ordered by their clocks
+    (docs/model.md): a lane's `lockstep`, else as given (a comparison's threads)."""
     prefix = "model"
     under = "the model"
     mismatch = "the model reported {regions} regions for {samples} samples; they must pair up one to one"
     timer = MODELLED_TIMER
+    timeout_s = TIMEOUT_S
 
-    def __init__(self, machine: machines.Machine, plugin: Path, lockstep: bool = False, log=None):
-        super().__init__(machine)
-        self.plugin, self.lockstep, self.log = plugin, lockstep, log
+    @classmethod
+    def unused_fields(cls, machine: machines.Machine) -> frozenset[str]:
+        return unused_fields(machine)
+
+    def __init__(self, platform, machine: machines.Machine, mode: str, lane: Lane | None = None, *,
+                 lockstep: bool | None = None):
+        super().__init__(platform, machine, mode, lane)
+        self.plugin = built_plugin(self.ctx)
+        self.lockstep = bool(lane.spec.get("lockstep")) if lockstep is None and lane is not None else bool(lockstep)
+
+    def lane_line(self) -> str:
+        m = self.machine
+        return f"timing model, machine {m.name}{' with ' + ' '.join(m.sets) if m.sets else ''}"
+
+    def lane_runs(self, commands: list[Command]):
+        self.ctx.use(self.platform.name, self.machine.arch)  # (describe: the QEMU user mode it ran)
+        yield from super().lane_runs(commands)
 
     def run(self, argv: list[str], timeout: float, cwd: Path | None = None) -> Ran:
         raw, so, se, status = simulate(self.machine.arch, self.plugin, self.machine, argv, timeout, cwd=cwd,
@@ -152,14 +177,15 @@ class ModelEngine(Engine):
         """The main thread's (vCPU 0's) marked regions: the kernel prints its samples there."""
         return [g for g in ran.raw.get("regions", []) if g.get("marked") and g.get("vcpu", 0) == 0]
 
-    def lane_facts(self, exp, runs: list[Ran]) -> dict:
+    def lane_facts(self, runs: list[Ran]) -> dict:
+        exp = self.lane.exp
         facts = machine_facts(exp, self.machine, sum(len(self.lane_regions(r)) for r in runs))
         if self.lockstep:  # the clocks order the threads, but a few host races remain (docs/model.md)
             lost = {k: sum(r.raw.get("lockstep", {}).get(k, 0) for r in runs) for k in LOCKSTEP_LOSSES}
             facts.update(lockstep=True, deterministic=False, lockstep_losses=lost)
-            if any(lost.values()) and self.log:
-                self.log(f"{exp.id}: the lockstep timeline lost order in this run: "
-                         f"{', '.join(f'{k} {v}' for k, v in lost.items() if v)} (docs/model.md)")
+            if any(lost.values()):
+                self.ctx.log(f"{exp.id}: the lockstep timeline lost order in this run: "
+                             f"{', '.join(f'{k} {v}' for k, v in lost.items() if v)} (docs/model.md)")
         return facts
 
 
@@ -200,33 +226,118 @@ def guest_plugin_options(m: machines.Machine, image: images.Image, plugin: Path,
 
 
 class GuestEngine(ModelEngine):
-    """The model on a whole guest: the program under Linux in the arch's guest, restored
-    from the program snapshot kind (trapline/guest.py program_image), the program written
-    into it. Only the regions are modelled: the run's total is theirs."""
+    """The model on a whole guest, booted once under qemu-system with the plugin from the
+    snapshot taken at its init: a lane's commands, all in one boot of the lane's image
+    (the qemu lane's), or a user's program written into the program snapshot kind
+    (trapline/guest.py program_image). Only the regions are modelled: the run's total is
+    theirs."""
+    timeout_s = None  # (a lane's limit is its boot's: GUEST_TIMEOUT_S or the lane's boot_timeout_s)
 
-    def __init__(self, machine: machines.Machine, plugin: Path, ctx):
-        super().__init__(machine, plugin, log=ctx.log)
-        self.ctx = ctx
+    @classmethod
+    def unused_fields(cls, machine: machines.Machine) -> frozenset[str]:
+        return unused_fields(machine, guest=True)
 
-    def boot(self, argv: list[str], program, timeout: float) -> tuple[dict, "guest.Boot"]:
-        """(the plugin's stats, the boot) of the program run once in the guest."""
-        ctx, a = self.ctx, arch_table.get(self.machine.arch)
-        image = ctx.image(self.machine.arch)
-        img = guest.program_image(image, ctx.log)
-        cmd = guest.program_command(guest.PROGRAM_PATH, argv[1:])
-        with tempfile.TemporaryDirectory(prefix="trapline-simulate-") as tmp:
+    @classmethod
+    def problem(cls, machine: machines.Machine) -> str | None:
+        """The guest's memory is mapped to the machine's NUMA nodes by the arch's layout: the
+        default guest memory, and as many nodes as the guest has."""
+        if os.environ.get("TRAPLINE_MEM"):
+            return ("the model's guest maps guest-physical memory to NUMA nodes with the default guest memory; "
+                    "unset TRAPLINE_MEM")
+        nodes, lat = len(arch_table.get(machine.arch).numa.node_bytes), machine.numa_cycles()
+        if lat and len(lat) != nodes:
+            return (f"machine '{machine.name}' has {len(lat)} NUMA nodes but the {machine.arch} guest has {nodes}; "
+                    f"use a machine with {nodes} (or --set the numa group)")
+        return None
+
+    def boot(self, what: str, image: images.Image, commands: list[str], timeout: float,
+             program_image: images.Image | None = None, **kw) -> tuple[dict, "guest.Boot", bool]:
+        """(the plugin's stats, the boot, whether it was booted once more) of the guest image
+        (or program_image, made from it) run from its snapshot with `commands`, the plugin
+        loaded at restore (a guest silent before its init is booted once more)."""
+        a = arch_table.get(self.machine.arch)
+        with tempfile.TemporaryDirectory(prefix="trapline-model-guest-") as tmp:
             out = Path(tmp) / "stats.json"
-            b = guest.boot(img, [cmd], timeout + GUEST_BOOT_S, per_command_timeout=timeout, log=ctx.log,
-                           qemu_extra=["-plugin", guest_plugin_options(self.machine, image, self.plugin, out)]
-                           + list(a.icount), snapshot=True, program=Path(program.path))
-            raw = json.loads(out.read_text()) if out.exists() and out.stat().st_size else {}
-        return raw, b
+            b, retried = guest.boot_once_more_if_silent(
+                what, program_image or image, commands, timeout, self.ctx.log, snapshot=True,
+                qemu_extra=["-plugin", guest_plugin_options(self.machine, image, self.plugin, out)] + list(a.icount),
+                **kw)
+            stats = _stats(out)
+        return stats, b, retried
+
+    # ------------------------------------------------ a lane
+
+    def lane_runs(self, commands: list[Command]) -> list[Ran]:
+        """Every command in one boot of the lane's guest image: a Ran per command, each with
+        the regions of its samples (the regions of every vCPU in the order they began: the
+        commands ran one after another, each bound to its CPU while it measured); one Ran
+        with the error when the boot or a command failed."""
+        ctx, m, lane = self.ctx, self.machine, self.lane
+        image = ctx.image(m.arch)
+        ctx.use("model-guest", m.arch)
+        lines = [guest.command_line(c) for c in commands]
+        timeout = ctx.timeout_for(lane.spec.get("boot_timeout_s", GUEST_TIMEOUT_S[ctx.quick]))
+        ctx.log(f"{lane.exp.id}: booting the {m.arch} guest under the timing model ({m.name}) with "
+                f"{len(lines)} command(s)")
+        stats, b, retried = self.boot(lane.exp.id, image, lines, timeout)
+        raw = f"$ {b.qemu_cmdline}\n{b.console}\n--- boot.sh ---\n{b.stderr}\n--- model stats ---\n" \
+              f"{json.dumps(stats, indent=1)}"
+        booted = {"regions": len(stats.get("regions", [])), "boot": b.facts, "boot_retried": retried}
+        outs, err = guest.command_outputs(b, lines, [c.shown for c in commands], timeout, under=" under the model")
+        if err is None and not stats:
+            err = f"QEMU ended without the model's statistics (the plugin writes them at exit); " \
+                  f"console tail:\n{tail(b.console)}\n{tail(b.stderr, 5)}"
+        if err is not None:
+            return [Ran("", "", None, [], error=err, console=raw, facts=booted)]
+        regions = sorted((g for g in stats.get("regions", []) if g.get("marked")), key=lambda g: g["seq"])
+        runs = []
+        for text in outs:
+            n = len(kernelio.parse(text).samples)
+            runs.append(Ran(text, "", 0, regions[:n]))
+            regions = regions[n:]
+        runs[0].console, runs[0].facts = raw, booted
+        runs[-1].facts = {**runs[-1].facts, "unpaired_regions": len(regions)}
+        return runs
+
+    def raw_text(self, shown: list[str], ran: Ran) -> str:
+        return ran.console  # the boot's, once: its command line, console, boot.sh's messages, the stats
+
+    def failure(self, what: str, ran: Ran) -> str | None:
+        return ran.error  # (each names the guest command it is about)
+
+    def lane_regions(self, ran: Ran) -> list[dict]:
+        return ran.regions
+
+    def lane_end(self, runs: list[Ran]) -> str | None:
+        left = runs[-1].facts.get("unpaired_regions", 0)
+        return f"the model reported {left} more regions than the guest printed samples" if left else None
+
+    def binaries(self) -> dict[str, str]:
+        arch = self.machine.arch
+        return guest.guest_hashes(self.ctx.image(arch), self.ctx.kernels(arch), self.lane.exp.kernel)
+
+    def lane_facts(self, runs: list[Ran]) -> dict:
+        a, booted = arch_table.get(self.machine.arch), runs[0].facts
+        facts = machine_facts(self.lane.exp, self.machine, booted["regions"], guest=True)
+        layout = {"node_bytes": a.numa.node_bytes, "cpu_nodes": list(a.numa.cpu_nodes)}
+        # a guest is not bit-for-bit deterministic even under -icount (docs/model.md:
+        # the sun4u guest's regions differ by a few window traps in some runs)
+        facts.update(guest=True, boot=booted["boot"], boot_retried=booted["boot_retried"],
+                     icount=a.icount[1] if a.icount else None, deterministic=False,
+                     numa_layout=layout if self.machine.numa_cycles() else None)
+        return facts
+
+    # ------------------------------------------------ a user's program
 
     def total(self, ran: Ran) -> dict:
         regions = ran.regions
         return self.figures(simstats.add_up(regions, NOT_COUNTS)) if regions else {}
 
-    def simulate(self, platform, program, argv: list[str], mode: str, timeout: float) -> simstats.Run:
-        raw, b = self.boot(argv, program, timeout)
-        ran = Ran("", "", None, marked(raw), raw=raw)
-        return guest.program_result(self.stats(platform, program, argv, mode, ran), b, timeout)
+    def simulate(self, program, argv: list[str], timeout: float) -> simstats.Run:
+        ctx = self.ctx
+        image = ctx.image(self.machine.arch)
+        stats, b, _ = self.boot("simulate", image, [guest.program_command(guest.PROGRAM_PATH, argv[1:])],
+                                timeout + GUEST_BOOT_S, program_image=guest.program_image(image, ctx.log),
+                                per_command_timeout=timeout, program=Path(program.path))
+        ran = Ran("", "", None, marked(stats), raw=stats)
+        return guest.program_result(self.stats(program, argv, ran), b, timeout)
