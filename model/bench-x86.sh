@@ -16,16 +16,22 @@
 #              x86-2012-server (L1I, L1D, L2, L3, ITLB, DTLB, STLB);
 #              armv6 arm1176-rpi1 (L1I, L1D, ITLB, DTLB, STLB)
 #
-#   model/bench-x86.sh [arch=x86_64|armv6|both] [reps=100] [runs=3]
+#   model/bench-x86.sh [arch=x86_64|armv6|both] [workload=workload|misses] [reps=N] [runs=3]
 #
 # BENCH_MODEL_SO=path times another build of the plugin as "model";
 # BENCH_BASE_SO=path adds a second build as one more configuration of the same
-# interleaved rounds (a before/after comparison in one run, stats compared).
+# interleaved rounds (a before/after comparison in one run, stats compared);
+# BENCH_BASE_OPTS=options runs it with other options than the machine's (an older
+# build that does not know today's: `run.sh python -m trapline.platforms.model.plugin
+# --args MACHINE` in the older tree prints its own).
 #
-# The workload is model/tests/workload.c built with -DN=262144 -DSPIN=200000
-# (2^18 unsigned ints updated through an index array and gathered, then a
-# 200,000-step arithmetic loop; reps=100: about 390 M x86_64 instructions),
-# static, gcc -O1. The configurations run `runs` times interleaved; the best
+# workload=workload (the default) is model/tests/workload.c built with -DN=262144
+# -DSPIN=200000 (2^18 unsigned ints updated through an index array and gathered,
+# then a 200,000-step arithmetic loop; reps=100, the default: about 390 M x86_64
+# instructions); workload=misses is model/tests/misses.c (a chase, four chases, a
+# stream, a gather, a 4 KiB stride and a store stream over 64 MiB, one access per
+# line: what missing every cache does to the model; reps=2, the default: about
+# 170 M x86_64 instructions). Both static, gcc -O1. The configurations run `runs` times interleaved; the best
 # (shortest) wall time counts, and the CPU time (user + sys) of that run is
 # printed too: on a shared machine CPU time moves less than wall time. The
 # machine's load is printed before and after. Figures: docs/performance.md.
@@ -35,14 +41,16 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=model/bench-lib.sh
 . "$HERE/bench-lib.sh"
 arch=both
-reps=100
+workload=workload
+reps=
 runs=3
 for a in "$@"; do
     case "$a" in
     arch=*) arch=${a#arch=} ;;
     reps=*) reps=${a#reps=} ;;
+    workload=*) workload=${a#workload=} ;;
     runs=*) runs=${a#runs=} ;;
-    *) echo "usage: model/bench-x86.sh [arch=x86_64|armv6|both] [reps=N] [runs=N]" >&2; exit 2 ;;
+    *) echo "usage: model/bench-x86.sh [arch=x86_64|armv6|both] [workload=workload|misses] [reps=N] [runs=N]" >&2; exit 2 ;;
     esac
 done
 case "$arch" in
@@ -50,32 +58,26 @@ x86_64 | armv6) ARCHES=$arch ;;
 both) ARCHES="x86_64 armv6" ;;
 *) echo "bench-x86: arch=$arch; choose one of: x86_64 armv6 both" >&2; exit 2 ;;
 esac
+case "$workload" in
+workload) SIZE="-DN=262144 -DSPIN=200000" reps=${reps:-100} ;;
+misses) SIZE="" reps=${reps:-2} ;;
+*) echo "bench-x86: workload=$workload; choose one of: workload misses" >&2; exit 2 ;;
+esac
 
 MODEL=${BENCH_MODEL_SO:-$("$HERE/build.sh")} # BENCH_MODEL_SO: another build of the plugin (a before/after comparison)
 BASE=${BENCH_BASE_SO:-} # BENCH_BASE_SO: a second build, run as one more configuration in the same rounds
+BASE_OPTS=${BENCH_BASE_OPTS:-} # BENCH_BASE_OPTS: that build's options when they are not the machine's of today
 CONTRIB=$("$HERE/build.sh" cache)
 work=$(mktemp -d "${TMPDIR:-/tmp}/trapline-bench-x86.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-SIZE="-DN=262144 -DSPIN=200000"
 
-# The machines' plugin options (trapline.platforms.model.plugin.args of the machine YAML at
-# the time of writing, as in tests/data/plugin_args.json).
-X86_MODEL="cpi=0.57,l1i_size=32768,l1i_assoc=8,l1i_line=64,l1i_lat=4,l1d_size=32768,l1d_assoc=8,l1d_line=64"
-X86_MODEL+=",l1d_lat=4,l1d_write=wb,l2_size=262144,l2_assoc=8,l2_line=64,l2_lat=12,l3_size=20971520,l3_assoc=20"
-X86_MODEL+=",l3_line=64,l3_lat=30,mem_lat=234,numa_nodes=2,numa_lat=234:312:312:234,numa_interleave=0"
-X86_MODEL+=",itlb_entries=64,itlb_assoc=4,dtlb_entries=64,dtlb_assoc=4,page=4096,tlb_miss=23,stlb_entries=512"
-X86_MODEL+=",stlb_assoc=4,stlb_lat=7,unaligned2=hw,unaligned4=hw,unaligned8=hw,unaligned_penalty=0"
-X86_MODEL+=",straddle_penalty=0.468,trap_cost=1300,lock_cost=19,split_lock_cost=4668,prefetch=strong"
-X86_MODEL+=",prefetch_trap=0,nwindows=0,window_trap=0"
+# The machines' plugin options, as the model lane passes them (read from the machine files).
+ROOT=$(cd "$HERE/.." && pwd)
+X86_MODEL=$("$ROOT/run.sh" python -m trapline.platforms.model.plugin --args x86-2012-server)
+ARM_MODEL=$("$ROOT/run.sh" python -m trapline.platforms.model.plugin --args arm1176-rpi1)
 X86_CONTRIB="icachesize=32768,iassoc=8,iblksize=64,dcachesize=32768,dassoc=8,dblksize=64"
 X86_CONTRIB+=",l2=on,l2cachesize=262144,l2assoc=8,l2blksize=64,evict=lru"
 X86_CG="--I1=32768,8,64 --D1=32768,8,64 --LL=20971520,20,64"
-ARM_MODEL="cpi=1.0,l1i_size=16384,l1i_assoc=4,l1i_line=32,l1i_lat=2,l1d_size=16384,l1d_assoc=4,l1d_line=32"
-ARM_MODEL+=",l1d_lat=3,l1d_write=wb,l2_size=0,l2_assoc=0,l2_line=0,l2_lat=0,l3_size=0,l3_assoc=0,l3_line=0"
-ARM_MODEL+=",l3_lat=0,mem_lat=105,itlb_entries=10,itlb_assoc=10,dtlb_entries=10,dtlb_assoc=10,page=4096"
-ARM_MODEL+=",tlb_miss=210,stlb_entries=64,stlb_assoc=2,stlb_lat=2,unaligned2=hw,unaligned4=hw,unaligned8=trap"
-ARM_MODEL+=",unaligned_penalty=0.833,straddle_penalty=0,trap_cost=464,lock_cost=0,split_lock_cost=0"
-ARM_MODEL+=",prefetch=strong,prefetch_trap=0,nwindows=0,window_trap=0"
 ARM_CONTRIB="icachesize=16384,iassoc=4,iblksize=32,dcachesize=16384,dassoc=4,dblksize=32,evict=lru"
 
 echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); $(qemu-x86_64 --version | head -1); $(valgrind --version)"
@@ -84,7 +86,7 @@ echo "load before: $(cut -d' ' -f1-3 /proc/loadavg); best of $runs interleaved r
 for A in $ARCHES; do
     declare -A CMD=() LABEL=()
     if [ "$A" = x86_64 ]; then
-        gcc -O1 -static $SIZE -o "$work/w" "$HERE/tests/workload.c"
+        gcc -O1 -static $SIZE -o "$work/w" "$HERE/tests/$workload.c"
         CONFS="native plain cachegrind contrib callbacks model"
         CMD[native]="$work/w reps=$reps"
         CMD[cachegrind]="valgrind --tool=cachegrind --cache-sim=yes --cachegrind-out-file=$work/cg.out $X86_CG $work/w reps=$reps"
@@ -94,7 +96,7 @@ for A in $ARCHES; do
         LABEL[contrib]="contrib cache plugin (L1I+L1D+L2)"
         LABEL[model]="model x86-2012-server (+L3,TLBs)"
     else
-        arm-linux-gnueabi-gcc -O1 -static -march=armv6 -marm $SIZE -o "$work/w" "$HERE/tests/workload.c"
+        arm-linux-gnueabi-gcc -O1 -static -march=armv6 -marm $SIZE -o "$work/w" "$HERE/tests/$workload.c"
         CONFS="plain contrib callbacks model"
         QEMU="qemu-arm -cpu arm1176" CONTRIB_OPTS=$ARM_CONTRIB MODEL_OPTS=$ARM_MODEL
         LABEL[contrib]="contrib cache plugin (L1I+L1D)"
@@ -106,7 +108,7 @@ for A in $ARCHES; do
     CMD[model]="$QEMU -plugin $MODEL,$MODEL_OPTS,out=$work/stats.json $work/w reps=$reps"
     if [ -n "$BASE" ]; then
         CONFS+=" base"
-        CMD[base]="$QEMU -plugin $BASE,$MODEL_OPTS,out=$work/base.json $work/w reps=$reps"
+        CMD[base]="$QEMU -plugin $BASE,${BASE_OPTS:-$MODEL_OPTS},out=$work/base.json $work/w reps=$reps"
         LABEL[base]="model, BENCH_BASE_SO build"
     fi
     LABEL[plain]="plain qemu ($A)"
@@ -121,7 +123,7 @@ for A in $ARCHES; do
     done
     insns=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['total']['instructions'])" "$work/stats.json")
     echo
-    echo "$A: model/tests/workload.c $SIZE reps=$reps, $insns guest instructions; load now $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "$A: model/tests/$workload.c $SIZE reps=$reps, $insns guest instructions; load now $(cut -d' ' -f1-3 /proc/loadavg)"
     ref=${BEST[plain]}
     [ "$A" = x86_64 ] && ref=${BEST[native]}
     printf "%-40s %9s %9s %10s\n" "configuration" "wall ms" "CPU ms" "vs $([ "$A" = x86_64 ] && echo native || echo plain)"

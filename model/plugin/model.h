@@ -142,6 +142,7 @@ typedef struct {
 enum cyc_part { CYC_BASE, CYC_IFETCH, CYC_DATA, CYC_TLB, CYC_STRADDLE, CYC_UNAL_HW, CYC_UNAL_TRAP, CYC_LOCK, CYC_PF,
                 CYC_WIN, CYC_ENTRY, CYC_WAIT, CYC_NPARTS };
 uint64_t counters_cycles(const Counters *c, uint64_t *parts); /* stats.c; parts may be NULL */
+uint64_t counters_serial(const Counters *c); /* stats.c: the cycles but the base and the data stalls */
 void counters_sub(Counters *r, const Counters *a, const Counters *b);
 void counters_add(Counters *r, const Counters *a);
 
@@ -435,6 +436,7 @@ typedef struct {
     uint8_t pending_op;
 
     struct Timing *t;    /* core=ooo: the timeline (timing.c); NULL otherwise */
+    const uint64_t *watch; /* core=ooo: the lines in flight or prefetched, by pft_index (timing.c) */
     uint64_t pf_mem_lat; /* the memory latency of the last prefetch fill that reached memory (caches.c) */
 } VCpu;
 
@@ -594,6 +596,14 @@ void tb_finalize(VCpu *v, uint64_t next_vaddr);
 
 typedef struct Timing Timing;
 extern bool ooo_on;
+/* the timeline's table of lines in flight or prefetched and not used: an L1D hit on any other line
+ * changes nothing there (the memory callback asks VCpu.watch before it calls timing_access) */
+#define PFT_BITS 10
+#define PFT_MASK ((1u << PFT_BITS) - 1)
+static inline unsigned pft_index(uint64_t line)
+{
+    return (unsigned)((line ^ (line >> PFT_BITS)) & PFT_MASK);
+}
 void timing_install(void);                  /* after the options are validated */
 void timing_vcpu_init(VCpu *v);
 void timing_guest_base(uint64_t haddr, uint64_t vaddr); /* user mode: where the guest's memory is */

@@ -89,46 +89,66 @@ static void put_lower(Str *s, const char *ind, const char *name, bool present, u
          ind, name, rh + rm + wh + wm, rh + wh, rm + wm, rh, rm, wh, wm, wb);
 }
 
+/* x >= 0 to the nearest integer, halves up: llround's result without the call into libm (the
+ * timeline asks for the cycles at every miss). x - its integer part is exact below 2^53, and 0
+ * above, where every double is an integer. */
+static inline uint64_t round_cycles(double x)
+{
+    uint64_t r = (uint64_t)x;
+    return r + (x - (double)r >= 0.5);
+}
+
+/* The cycles other than the instructions' (base) and the data stalls: fetch, TLBs, straddles,
+ * traps, locks, windows, entries, waits, each into p[] (CYC_IFETCH, CYC_TLB ... CYC_WAIT); their sum.
+ * (An L1I miss costs the latency of the level that served it minus the L1 hit latency already in
+ * the base; memory latencies were summed per access, numa_lat[vCPU node][memory node].) */
+static inline uint64_t serial_parts(const Counters *c, uint64_t *p)
+{
+    uint64_t l1i_mem = c->l1i_misses - c->l1i_miss_l2hit - c->l1i_miss_l3hit;
+    uint64_t l2lat = have_l2 ? cfg.l2_lat : 0, l3lat = have_l3 ? cfg.l3_lat : 0;
+    p[CYC_IFETCH] = c->l1i_miss_l2hit * (l2lat - cfg.l1i_lat) + c->l1i_miss_l3hit * (l3lat - cfg.l1i_lat) +
+                    c->mem_cycles_i - l1i_mem * cfg.l1i_lat;
+    uint64_t tlb_misses = c->itlb_misses + c->dtlb_misses;
+    p[CYC_TLB] = have_stlb ? tlb_misses * cfg.stlb_lat + c->stlb_misses * cfg.tlb_miss : tlb_misses * cfg.tlb_miss;
+    p[CYC_STRADDLE] = round_cycles(cfg.straddle_penalty * (double)c->straddles);
+    p[CYC_UNAL_HW] = round_cycles(cfg.unaligned_penalty * (double)c->unaligned_hw);
+    p[CYC_UNAL_TRAP] = c->unaligned_trap * cfg.trap_cost;
+    p[CYC_LOCK] = c->locked_inline * cfg.lock_cost + c->locked_split * cfg.split_lock_cost;
+    p[CYC_PF] = c->pf_trapped * cfg.prefetch_trap;
+    p[CYC_WIN] = (c->win_spills + c->win_fills) * cfg.window_trap;
+    uint64_t entries = 0; /* system mode: exception / trap-table entries, each charged trap_entry */
+    for (unsigned k = 0; k < 8; k++)
+        entries += c->exceptions[k];
+    p[CYC_ENTRY] = entries * cfg.trap_entry;
+    p[CYC_WAIT] = c->wait_cycles;
+    return p[CYC_IFETCH] + p[CYC_TLB] + p[CYC_STRADDLE] + p[CYC_UNAL_HW] + p[CYC_UNAL_TRAP] + p[CYC_LOCK] +
+           p[CYC_PF] + p[CYC_WIN] + p[CYC_ENTRY] + p[CYC_WAIT];
+}
+
+uint64_t counters_serial(const Counters *c)
+{
+    uint64_t p[CYC_NPARTS];
+    return serial_parts(c, p);
+}
+
 /* cycles: cpi * instructions + every penalty (docs/model.md); p[] receives the
  * breakdown (enum cyc_part) when not NULL. contention.c reads a vCPU's clock
  * through it. */
 uint64_t counters_cycles(const Counters *c, uint64_t *p)
 {
-    uint64_t base = (uint64_t)llround(cfg.cpi * (double)c->insns);
-    uint64_t l1i_mem = c->l1i_misses - c->l1i_miss_l2hit - c->l1i_miss_l3hit;
+    uint64_t parts[CYC_NPARTS];
+    parts[CYC_BASE] = round_cycles(cfg.cpi * (double)c->insns);
     uint64_t d_rmiss = c->l1d_load_misses + (cfg.l1d_write ? 0 : c->l1d_store_misses);
     uint64_t d_mem = d_rmiss - c->l1d_rmiss_l2hit - c->l1d_rmiss_l3hit;
     uint64_t l2lat = have_l2 ? cfg.l2_lat : 0, l3lat = have_l3 ? cfg.l3_lat : 0;
-    /* a miss costs the latency of the level that served it minus the L1 hit
-     * latency already in the base; memory latencies were summed per access
-     * (numa_lat[vCPU node][memory node]) */
-    uint64_t cyc_ifetch = c->l1i_miss_l2hit * (l2lat - cfg.l1i_lat) + c->l1i_miss_l3hit * (l3lat - cfg.l1i_lat) +
-                          c->mem_cycles_i - l1i_mem * cfg.l1i_lat;
     /* core=ooo: the cycles the core stalled for data on its timeline (timing.c); in order: every
-     * miss in full */
-    uint64_t cyc_data = ooo_on ? (c->ooo_stall_q8 + 128) >> 8
-                               : c->l1d_rmiss_l2hit * (l2lat - cfg.l1d_lat) + c->l1d_rmiss_l3hit * (l3lat - cfg.l1d_lat) +
-                                     c->mem_cycles_d - d_mem * cfg.l1d_lat;
-    uint64_t tlb_misses = c->itlb_misses + c->dtlb_misses;
-    uint64_t cyc_tlb = have_stlb ? tlb_misses * cfg.stlb_lat + c->stlb_misses * cfg.tlb_miss
-                                 : tlb_misses * cfg.tlb_miss;
-    uint64_t cyc_straddle = (uint64_t)llround(cfg.straddle_penalty * (double)c->straddles);
-    uint64_t cyc_unal_hw = (uint64_t)llround(cfg.unaligned_penalty * (double)c->unaligned_hw);
-    uint64_t cyc_unal_trap = c->unaligned_trap * cfg.trap_cost;
-    uint64_t cyc_lock = c->locked_inline * cfg.lock_cost + c->locked_split * cfg.split_lock_cost;
-    uint64_t cyc_pf = c->pf_trapped * cfg.prefetch_trap;
-    uint64_t cyc_win = (c->win_spills + c->win_fills) * cfg.window_trap;
-    uint64_t entries = 0; /* system mode: exception / trap-table entries, each charged trap_entry */
-    for (unsigned k = 0; k < 8; k++)
-        entries += c->exceptions[k];
-    uint64_t cyc_entry = entries * cfg.trap_entry;
-    uint64_t cycles = base + cyc_ifetch + cyc_data + cyc_tlb + cyc_straddle + cyc_unal_hw + cyc_unal_trap +
-                      cyc_lock + cyc_pf + cyc_win + cyc_entry + c->wait_cycles;
-    if (p) {
-        uint64_t parts[CYC_NPARTS] = {base, cyc_ifetch, cyc_data, cyc_tlb, cyc_straddle, cyc_unal_hw,
-                                      cyc_unal_trap, cyc_lock, cyc_pf, cyc_win, cyc_entry, c->wait_cycles};
+     * miss in full (the latency of the level that served it minus the L1 hit latency) */
+    parts[CYC_DATA] = ooo_on ? (c->ooo_stall_q8 + 128) >> 8
+                             : c->l1d_rmiss_l2hit * (l2lat - cfg.l1d_lat) + c->l1d_rmiss_l3hit * (l3lat - cfg.l1d_lat) +
+                                   c->mem_cycles_d - d_mem * cfg.l1d_lat;
+    uint64_t cycles = parts[CYC_BASE] + parts[CYC_DATA] + serial_parts(c, parts);
+    if (p)
         memcpy(p, parts, sizeof parts);
-    }
     return cycles;
 }
 

@@ -76,14 +76,13 @@
 
 bool ooo_on;
 static uint64_t cpi_q8, lat_q8[5];       /* by level served: [1] L1, [2] L2, [3] L3 */
+static uint64_t cpi_inv;                 /* ceil(2^64 / cpi_q8) where per_cpi divides by multiplying */
 static uint64_t xfer_q8;                 /* one line over one channel */
 static uint64_t page_lines_shift;        /* page_shift - l1d_shift */
 static unsigned n_fb, n_sq, n_l3q;
 static uint64_t guest_base;              /* user mode: host address = guest address + guest_base */
 static bool values_known;                /* user mode: loaded values can be read */
 
-#define PFT_BITS 10
-#define PFT_MASK ((1u << PFT_BITS) - 1)
 #define ROBQ 256
 #define SBQ 256
 #define PROD 32
@@ -95,8 +94,8 @@ static bool values_known;                /* user mode: loaded values can be read
 
 enum { PF_NONE, PF_L1, PF_L2 };
 
+/* the lines in flight or prefetched (which line an entry holds: VCpu.watch, model.h) */
 typedef struct {
-    uint64_t line;
     uint64_t done;      /* Q8: the fill completes */
     uint64_t insn_done; /* the instruction count by which it completes, were nothing to stall */
     uint8_t pf;         /* PF_L1 / PF_L2: prefetched into that level and not used yet */
@@ -110,27 +109,41 @@ typedef struct {
 } StrideE;
 
 typedef struct {
-    uint64_t page, tick;
     int64_t last, frontier; /* line numbers */
     int dir;
-    bool valid;
 } StreamE;
+
+/* A stream prefetcher's table: the pages (UINT64_MAX: a free entry) and when each was last used (0:
+ * free) apart from the rest, as every access scans them */
+typedef struct {
+    uint64_t *page, *tick;
+    StreamE *e;
+} Streams;
+
+/* The MSHRs of a level: when each frees, a min-heap (h[0]: the one that frees first) */
+typedef struct {
+    uint64_t h[MAX_SLOTS];
+    unsigned n;
+} Pool;
 
 struct Timing {
     uint64_t now_q8;                 /* T at the last event */
-    uint64_t fb[MAX_SLOTS], sq[MAX_SLOTS], l3q[MAX_SLOTS];
+    Pool fb, sq, l3q;                /* the L1D's (line fill buffers), the L2's and the L3's MSHRs */
     uint64_t chan[MAX_CHAN];
     struct { uint64_t insn, load, done; } rob[ROBQ];
     unsigned rob_head, rob_n;
     struct { uint64_t store, commit; } sbq[SBQ];
     unsigned sb_head, sb_n;
     uint64_t last_commit;
-    struct { uint64_t value, done; } prod[PROD];
+    uint64_t prod_value[PROD], prod_done[PROD]; /* the last PROD loads that missed: what each returned, when */
+    uint64_t prod_latest;                       /* the latest of prod_done */
+    uint8_t prod_pages[256];                    /* how many of prod_value lie in each page (mod 256) */
     unsigned prod_i;
     uint64_t latest;                 /* the latest completion handed out (drain) */
     Pft pft[1u << PFT_BITS];
+    uint64_t pft_line[1u << PFT_BITS]; /* the line of each (VCpu.watch: the memory callback reads it) */
     StrideE stride[2][STRIDE_SETS][STRIDE_WAYS];
-    StreamE *stream[2];
+    Streams stream[2];
     uint64_t tick;
     uint64_t cur_pc; /* the PC of the demand access being modelled (the stride prefetchers) */
     uint64_t demand_until; /* when the last line a demand access waits for arrives (misses_overlapped) */
@@ -144,6 +157,7 @@ void timing_install(void)
     if (!ooo_on)
         return;
     cpi_q8 = (uint64_t)llround(cfg.cpi * Q1);
+    cpi_inv = cpi_q8 >= 2 && cpi_q8 < (1u << 16) ? (uint64_t)(((__uint128_t)1 << 64) / cpi_q8) + 1 : 0;
     lat_q8[1] = cfg.l1d_lat << Q;
     lat_q8[2] = cfg.l2_lat << Q;
     lat_q8[3] = cfg.l3_lat << Q;
@@ -179,30 +193,31 @@ void timing_vcpu_init(VCpu *v)
     if (!t)
         abort();
     for (unsigned i = 0; i < (1u << PFT_BITS); i++)
-        t->pft[i].line = INVALID_TAG;
+        t->pft_line[i] = INVALID_TAG;
+    v->watch = t->pft_line;
+    t->fb.n = n_fb;
+    t->sq.n = n_sq;
+    t->l3q.n = n_l3q;
     for (int l = 0; l < 2; l++) {
         uint64_t n = l ? cfg.l2_pf_streams : cfg.l1d_pf_streams;
-        t->stream[l] = calloc(n ? n : 1, sizeof(StreamE));
-        if (!t->stream[l])
+        Streams *st = &t->stream[l];
+        st->page = malloc((n ? n : 1) * sizeof *st->page);
+        st->tick = calloc(n ? n : 1, sizeof *st->tick);
+        st->e = calloc(n ? n : 1, sizeof *st->e);
+        if (!st->page || !st->tick || !st->e)
             abort();
+        for (uint64_t i = 0; i < (n ? n : 1); i++)
+            st->page[i] = UINT64_MAX;
     }
     v->t = t;
 }
 
 /* ------------------------------------------------------------ the clock */
 
-/* The cycles (Q8) of everything but the data stalls: what stats.c charges
- * besides the base and the data part (fetch, TLBs, straddles, traps, locks,
- * windows, entries, waits). */
-static uint64_t serial_q8(const Counters *c)
+/* The cycles (Q8) of everything but the instructions and the data stalls (stats.c) */
+static inline uint64_t serial_q8(const Counters *c)
 {
-    uint64_t p[CYC_NPARTS];
-    counters_cycles(c, p);
-    uint64_t s = 0;
-    for (int k = CYC_IFETCH; k < CYC_NPARTS; k++)
-        if (k != CYC_DATA)
-            s += p[k];
-    return s << Q;
+    return counters_serial(c) << Q;
 }
 
 /* The instruction an access belongs to: the block's count is taken at its entry, less the instructions
@@ -280,15 +295,26 @@ static void retire(VCpu *v, uint64_t insn, uint64_t loads, uint64_t stores, uint
     }
 }
 
-/* One of n slots (an MSHR): the one that frees first; the request starts no
- * earlier than that. */
-static inline unsigned slot(const uint64_t *s, unsigned n)
+/* The MSHR that frees first is taken until `done` (a request starts no earlier
+ * than it frees): the heap's root replaced, sifted down. */
+static inline void pool_take(Pool *p, uint64_t done)
 {
-    unsigned best = 0;
-    for (unsigned i = 1; i < n; i++)
-        if (s[i] < s[best])
-            best = i;
-    return best;
+    unsigned i = 0;
+    for (;;) {
+        unsigned l = 2 * i + 1, r = l + 1, m = i;
+        uint64_t v = done;
+        if (l < p->n && p->h[l] < v) {
+            m = l;
+            v = p->h[l];
+        }
+        if (r < p->n && p->h[r] < v)
+            m = r;
+        if (m == i)
+            break;
+        p->h[i] = p->h[m];
+        i = m;
+    }
+    p->h[i] = done;
 }
 
 /* A fill of `line` from level lvl (2, 3, 4 = memory with latency mem_q8)
@@ -299,22 +325,12 @@ static uint64_t fill(VCpu *v, uint64_t line, int lvl, uint64_t mem_q8, uint64_t 
 {
     uint64_t start = *startp;
     Timing *t = v->t;
-    unsigned a = 0, b = 0, c = 0;
-    if (l1) {
-        a = slot(t->fb, n_fb);
-        if (t->fb[a] > start)
-            start = t->fb[a];
-    }
-    if (lvl >= 3) {
-        b = slot(t->sq, n_sq);
-        if (t->sq[b] > start)
-            start = t->sq[b];
-    }
-    if (lvl >= 4 && have_l3) {
-        c = slot(t->l3q, n_l3q);
-        if (t->l3q[c] > start)
-            start = t->l3q[c];
-    }
+    if (l1 && t->fb.h[0] > start)
+        start = t->fb.h[0];
+    if (lvl >= 3 && t->sq.h[0] > start)
+        start = t->sq.h[0];
+    if (lvl >= 4 && have_l3 && t->l3q.h[0] > start)
+        start = t->l3q.h[0];
     *startp = start; /* when it leaves: its MSHRs were free */
     uint64_t done = start + (lvl >= 4 ? mem_q8 : lat_q8[lvl]);
     if (lvl >= 4 && cfg.mem_channels) {
@@ -326,27 +342,42 @@ static uint64_t fill(VCpu *v, uint64_t line, int lvl, uint64_t mem_q8, uint64_t 
     if (done < not_before)
         done = not_before;
     if (l1)
-        t->fb[a] = done;
+        pool_take(&t->fb, done);
     if (lvl >= 3)
-        t->sq[b] = done;
+        pool_take(&t->sq, done);
     if (lvl >= 4 && have_l3)
-        t->l3q[c] = done;
+        pool_take(&t->l3q, done);
     if (done > t->latest)
         t->latest = done;
     return done;
 }
 
+/* n / cpi_q8, rounded down: a multiply by cpi_inv where that is exact (Granlund and Montgomery: a
+ * divisor below 2^16 and n below 2^48), else the division */
+static inline uint64_t per_cpi(uint64_t n)
+{
+    if (cpi_inv && n < (1ull << 48))
+        return (uint64_t)(((__uint128_t)n * cpi_inv) >> 64);
+    return n / cpi_q8;
+}
+
 static inline Pft *pft_of(Timing *t, uint64_t line)
 {
-    return &t->pft[(line ^ (line >> PFT_BITS)) & PFT_MASK];
+    return &t->pft[pft_index(line)];
+}
+
+/* the line the entry e holds */
+static inline uint64_t *pft_line(Timing *t, const Pft *e)
+{
+    return &t->pft_line[e - t->pft];
 }
 
 static void pft_put(VCpu *v, uint64_t line, uint64_t done, uint64_t now, uint64_t insn, uint8_t pf)
 {
     Pft *e = pft_of(v->t, line);
-    e->line = line;
+    *pft_line(v->t, e) = line;
     e->done = done;
-    e->insn_done = insn + (cpi_q8 ? (done > now ? (done - now + cpi_q8 - 1) / cpi_q8 : 0) : 0) + 1;
+    e->insn_done = insn + (cpi_q8 ? (done > now ? per_cpi(done - now + cpi_q8 - 1) : 0) : 0) + 1;
     e->pf = pf;
 }
 
@@ -364,7 +395,7 @@ static void prefetch_line(VCpu *v, int into, uint64_t line, uint64_t now, uint64
 {
     Timing *t = v->t;
     Pft *e = pft_of(t, line);
-    bool filling = e->line == line && insn < e->insn_done;
+    bool filling = *pft_line(t, e) == line && insn < e->insn_done;
     if (filling && (into == 2 || e->pf != PF_L2))
         return; /* being filled into this level */
     /* an L1D prefetch of a line on its way to the L2 comes with that fill */
@@ -375,8 +406,7 @@ static void prefetch_line(VCpu *v, int into, uint64_t line, uint64_t now, uint64
         return;
     /* demand misses come first: a prefetch goes only when one of its level's MSHRs is free (as gem5's
      * caches send a queued prefetch only then) */
-    const uint64_t *s = into == 1 ? t->fb : t->sq;
-    if (s[slot(s, into == 1 ? n_fb : n_sq)] > now) {
+    if ((into == 1 ? t->fb.h[0] : t->sq.h[0]) > now) {
         v->c.hwpf_dropped++;
         return;
     }
@@ -461,32 +491,35 @@ static void stream(VCpu *v, int lvl, uint64_t line, uint64_t now, uint64_t insn)
     int64_t dist = (int64_t)(lvl == 1 ? cfg.l1d_pf_stream_dist : cfg.l2_pf_stream_dist);
     uint64_t n = lvl == 1 ? cfg.l1d_pf_streams : cfg.l2_pf_streams;
     bool page = lvl == 1 ? cfg.l1d_pf_stream_page : cfg.l2_pf_stream_page;
-    StreamE *tab = t->stream[lvl - 1], *e = NULL, *victim = &tab[0];
-    uint64_t pg = line >> page_lines_shift;
-    for (uint64_t i = 0; i < n; i++) {
-        if (tab[i].valid && tab[i].page == pg) {
-            e = &tab[i];
-            break;
-        }
-        if (!tab[i].valid || tab[i].tick < victim->tick)
-            victim = &tab[i];
-    }
+    Streams *st = &t->stream[lvl - 1];
+    uint64_t pg = line >> page_lines_shift, i = 0;
+    while (i < n && st->page[i] != pg)
+        i++;
     t->tick++;
-    if (!e) {
-        *victim = (StreamE){.page = pg, .tick = t->tick, .last = (int64_t)line, .frontier = (int64_t)line,
-                            .dir = 0, .valid = true};
+    if (i == n) { /* a new stream: the last free entry, or else the least recently used */
+        uint64_t victim = 0, oldest = st->tick[0];
+        for (i = 0; i < n; i++)
+            if (st->tick[i] == 0 || st->tick[i] < oldest) {
+                victim = i;
+                oldest = st->tick[i];
+            }
+        st->page[victim] = pg;
+        st->tick[victim] = t->tick;
+        st->e[victim] = (StreamE){.last = (int64_t)line, .frontier = (int64_t)line, .dir = 0};
         return;
     }
-    e->tick = t->tick;
+    st->tick[i] = t->tick;
+    StreamE *e = &st->e[i];
     int64_t L = (int64_t)line, d = L - e->last;
     if (d == 0)
         return;
     int dir = d > 0 ? 1 : -1;
-    if (dir != e->dir) {
+    e->last = L;
+    if (dir != e->dir) { /* a stream once two steps in a row go one way: none yet */
         e->dir = dir;
         e->frontier = L;
+        return;
     }
-    e->last = L;
     if ((e->frontier - L) * dir < 0)
         e->frontier = L;
     for (uint64_t k = 0; k < degree; k++) {
@@ -562,9 +595,15 @@ static inline void producer(VCpu *v, uint64_t vaddr, unsigned size, uint64_t don
     if (!values_known || (size != 8 && size != 4))
         return;
     Timing *t = v->t;
-    t->prod[t->prod_i].value = loaded_value(vaddr, size);
-    t->prod[t->prod_i].done = done;
+    uint64_t value = loaded_value(vaddr, size);
+    if (t->prod_done[t->prod_i]) /* the entry replaced */
+        t->prod_pages[(t->prod_value[t->prod_i] >> 12) & 255]--;
+    t->prod_pages[(value >> 12) & 255]++;
+    t->prod_value[t->prod_i] = value;
+    t->prod_done[t->prod_i] = done;
     t->prod_i = (t->prod_i + 1) % PROD;
+    if (done > t->prod_latest)
+        t->prod_latest = done;
 }
 
 /* when the loads an address depends on complete (0 if none is outstanding) */
@@ -578,9 +617,18 @@ static uint64_t depends(VCpu *v, uint64_t vaddr, uint64_t now)
                 dep = t->rob[h].done;
         return dep > now ? dep : 0;
     }
-    for (unsigned i = 0; i < PROD; i++)
-        if (t->prod[i].done > now && vaddr - t->prod[i].value + 4096 < 8192 && t->prod[i].done > dep)
-            dep = t->prod[i].done;
+    if (t->prod_latest <= now) /* none is outstanding */
+        return 0;
+    /* a value within 4 KiB of vaddr lies in its page or one beside it: none there, none near */
+    uint64_t pg = vaddr >> 12;
+    if (!(t->prod_pages[(pg - 1) & 255] | t->prod_pages[pg & 255] | t->prod_pages[(pg + 1) & 255]))
+        return 0;
+    for (unsigned i = 0; i < PROD; i++) { /* (without branches: which of them match is anyone's guess) */
+        uint64_t d = t->prod_done[i];
+        bool near = vaddr - t->prod_value[i] + 4096 < 8192;
+        d = near && d > now ? d : 0;
+        dep = d > dep ? d : dep;
+    }
     return dep;
 }
 
@@ -594,7 +642,7 @@ void timing_access(VCpu *v, const InsnDesc *d, uint64_t vaddr, uint64_t paddr, u
     Pft *e = pft_of(t, line);
     if (misses == before->misses) {
         /* an L1D hit: only a line still being filled, or prefetched and not used yet, matters */
-        if (LIKELY(e->line != line))
+        if (LIKELY(*pft_line(t, e) != line))
             return;
         bool inflight = insn < e->insn_done;
         if (inflight && e->pf == PF_L1) /* the first demand access of a line its prefetch is still filling */
@@ -616,7 +664,7 @@ void timing_access(VCpu *v, const InsnDesc *d, uint64_t vaddr, uint64_t paddr, u
             train(v, 1, line, t->cur_pc, paddr, now, insn, false, true);
         }
         if (!inflight && e->pf == PF_NONE)
-            e->line = INVALID_TAG;
+            *pft_line(t, e) = INVALID_TAG;
         return;
     }
     /* an L1D miss: served by the L2, the L3 or memory (what the counts moved by) */
@@ -650,8 +698,9 @@ void timing_access(VCpu *v, const InsnDesc *d, uint64_t vaddr, uint64_t paddr, u
     }
     /* a line on its way (a prefetch into the L2, or a fill this L1 lost to an eviction) comes no
      * sooner than that fill */
-    uint64_t not_before = e->line == line && insn < e->insn_done ? e->done : 0;
-    bool pf_l2 = e->line == line && e->pf == PF_L2 && lvl == 2;
+    bool held = *pft_line(t, e) == line;
+    uint64_t not_before = held && insn < e->insn_done ? e->done : 0;
+    bool pf_l2 = held && e->pf == PF_L2 && lvl == 2;
     uint64_t done = fill(v, line, lvl, mem_q8, &start, true, not_before);
     if (pf_l2)
         v->c.hwpf_useful[1]++;
@@ -677,10 +726,11 @@ void timing_access(VCpu *v, const InsnDesc *d, uint64_t vaddr, uint64_t paddr, u
         t->rob_n++;
         producer(v, vaddr, size, done);
     }
-    /* the prefetchers hear the miss: the L1D's, and the L2's (this miss is an access of the L2) */
-    train(v, 1, line, t->cur_pc, paddr, start, insn, true, false);
+    /* the prefetchers hear the miss: the L2's first (the miss reaches the L2 before any prefetch it
+     * starts at the L1D, as in gem5), then the L1D's */
     if (have_l2)
         l2_access(v, line, start, insn, lvl != 2, pf_l2);
+    train(v, 1, line, t->cur_pc, paddr, start, insn, true, false);
 }
 
 /* A marker or the end: the core waits for every outstanding load and store. */

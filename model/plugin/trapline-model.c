@@ -520,16 +520,77 @@ static void mem_exec_audit(unsigned int vi, qemu_plugin_meminfo_t info, uint64_t
     mem_lean_body(v, info, vaddr, 0, 0, 0);
 }
 
+/* core=ooo, a lean run: mem_lean_body's leaf, and the timeline (timing_access) for what can change
+ * it: a miss, and a hit on a line the timeline watches (in flight, or prefetched and not used); every
+ * other hit changes nothing there. The counts and the timeline are mem_exec_ooo_lean's. */
+static __attribute__((noinline)) void mem_ooo_line(VCpu *v, const InsnDesc *d, qemu_plugin_meminfo_t info,
+                                                   uint64_t vaddr, unsigned st, int X)
+{
+    AccessMark m;
+    access_mark(v, &m);
+    if (X)
+        data_access_line_x86(v, vaddr, st);
+    else
+        data_access_line(v, vaddr, st);
+    timing_access(v, d, vaddr, vaddr, 1u << ((info >> 4) & 7), st, &m);
+}
+
+static __attribute__((noinline)) void mem_ooo_watched(VCpu *v, const InsnDesc *d, qemu_plugin_meminfo_t info,
+                                                      uint64_t vaddr, unsigned st)
+{
+    AccessMark m;
+    access_mark(v, &m); /* after the hit: timing_access sees no miss */
+    timing_access(v, d, vaddr, vaddr, 1u << ((info >> 4) & 7), st, &m);
+}
+
+static inline __attribute__((always_inline)) void mem_ooo_body(unsigned int vi, qemu_plugin_meminfo_t info,
+                                                                uint64_t vaddr, void *ud, const unsigned DW,
+                                                                const unsigned LW, const int X)
+{
+    VCpu *v = vcpus[vi];
+    if (UNLIKELY((vaddr | LEAN_SLOW) & lean_access[(info >> 4) & LEAN_INDEX]))
+        return mem_exec_ooo_lean(vi, info, vaddr, ud);
+    unsigned st = (info >> 17) & 1;
+    if (UNLIKELY(!array_head2_w(&v->dtlb, vaddr >> page_shift, DW)))
+        return mem_ooo_line(v, ud, info, vaddr, st, X);
+    uint64_t line = vaddr >> l1d_shift;
+    uint64_t *ls = array_head2_w(&v->l1d, line, LW);
+    if (UNLIKELY(!ls))
+        return mem_ooo_line(v, ud, info, vaddr, st, X);
+    v->c.lean[st]++;
+    *ls |= st;
+    if (UNLIKELY(v->watch[pft_index(line)] == line))
+        mem_ooo_watched(v, ud, info, vaddr, st);
+}
+
+static void mem_exec_ooo_leaf(unsigned int vi, qemu_plugin_meminfo_t info, uint64_t vaddr, void *ud)
+{
+    mem_ooo_body(vi, info, vaddr, ud, 0, 0, 0);
+}
+
+static void mem_exec_ooo_leaf_x86(unsigned int vi, qemu_plugin_meminfo_t info, uint64_t vaddr, void *ud)
+{
+    mem_ooo_body(vi, info, vaddr, ud, 4, 8, 1);
+}
+
+static void mem_exec_ooo_leaf48(unsigned int vi, qemu_plugin_meminfo_t info, uint64_t vaddr, void *ud)
+{
+    mem_ooo_body(vi, info, vaddr, ud, 4, 8, 0);
+}
+
 /* a lean run's memory callback for an instruction that is not locked, chosen
  * once at install from the machine's shape (set_lean_leaf) */
 static qemu_plugin_vcpu_mem_cb_t mem_exec_leaf = mem_exec_lean;
 
 static void set_lean_leaf(void)
 {
-    mem_exec_leaf = audit_faults  ? mem_exec_audit
-                    : x86_shape() ? mem_exec_lean_x86
-                    : shape48()   ? mem_exec_lean48
-                                  : mem_exec_lean;
+    if (ooo_on) /* (no audit: an audited run's accesses go to mem_exec_ooo) */
+        mem_exec_leaf = x86_shape() ? mem_exec_ooo_leaf_x86 : shape48() ? mem_exec_ooo_leaf48 : mem_exec_ooo_leaf;
+    else
+        mem_exec_leaf = audit_faults  ? mem_exec_audit
+                        : x86_shape() ? mem_exec_lean_x86
+                        : shape48()   ? mem_exec_lean48
+                                      : mem_exec_lean;
 }
 
 /* ------------------------------------------------------------ translation */
@@ -711,7 +772,9 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
         InsnDesc *d = &t->insn[i];
         qemu_plugin_register_vcpu_mem_cb(insn,
-                                         ooo_on ? (lean && !audit_faults ? mem_exec_ooo_lean : mem_exec_ooo)
+                                         ooo_on ? (!lean || audit_faults ? mem_exec_ooo
+                                                   : d->locked    ? mem_exec_ooo_lean
+                                                                  : mem_exec_leaf)
                                          : !lean || d->locked ? mem_exec : mem_exec_leaf,
                                          QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW, d);
         if (d->special || d->tail || d->rep)
@@ -772,8 +835,8 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     audit_faults = cfg.arch == ARCH_SPARC64;
     numa_local = cfg.numa_nodes == 1 || (!system_mode && !cfg.numa_interleave);
     lean_access_init();
-    set_lean_leaf();
     timing_install();
+    set_lean_leaf(); /* (after timing_install: ooo_on) */
 
     plugin_id = id;
     if (ffreset_install())

@@ -5,7 +5,8 @@ machines read it (trapline/machine/options.py: `args` maps a machine to the
 plugin's options, `check` holds a machine to their ranges on loading), and the
 names below are that module's. Here the table is rendered for the docs
 (`markdown`; `python -m trapline.platforms.model.plugin --markdown`, docs/model.md
-carries it between marker comments).
+carries it between marker comments); `--args MACHINE` prints a machine's options as the
+model lane passes them (the benchmarks read them there).
 
 The plugin's build (model/build.sh) and the model_* counters read from its stats
 belong to the model platform: trapline/platforms/model/plugin_build.py and
@@ -70,7 +71,16 @@ def main(argv: list[str]) -> int:
         import json
         print(json.dumps({"tool": "trapline-model", "options": [o.to_dict() for o in OPTIONS]}, indent=1))
         return 0
-    print("usage: python -m trapline.platforms.model.plugin --markdown | --json | --write-docs", file=sys.stderr)
+    if len(argv) == 2 and argv[0] == "--args":  # a machine's plugin options, as the model lane passes them
+        from trapline import machine
+        try:
+            print(",".join(args(machine.load(argv[1]))))
+        except machine.MachineError as e:
+            print(f"trapline: {e}", file=sys.stderr)
+            return 2
+        return 0
+    print("usage: python -m trapline.platforms.model.plugin --markdown | --json | --write-docs | --args MACHINE",
+          file=sys.stderr)
     return 2
 
 

@@ -5,7 +5,8 @@ from m5.params import *
 
 
 class StreamPrefetcher(QueuedPrefetcher):
-    """Per page, accesses in one direction make a stream; each access of a stream asks for up to
+    """Per page, accesses in one direction make a stream (two steps in a row the same way); each
+    access of a stream asks for up to
     `degree` lines beyond the furthest it asked for, never more than `distance` lines ahead of the
     access, and never out of the page. `streams` pages are tracked (least recently used
     replaced). trapline sets prefetch_on_access: it hears every access of its cache, as Intel's

@@ -45,11 +45,12 @@ StreamPrefetcher::calculatePrefetch(const PrefetchInfo &pfi, std::vector<AddrPri
     if (d == 0)
         return;
     const int dir = d > 0 ? 1 : -1;
-    if (dir != e->dir) {
+    e->last = line;
+    if (dir != e->dir) { // a stream once two steps in a row go one way: none yet
         e->dir = dir;
         e->frontier = line;
+        return;
     }
-    e->last = line;
     if ((e->frontier - line) * dir < 0)
         e->frontier = line;
     for (int k = 0; k < degree; k++) {
