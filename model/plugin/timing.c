@@ -113,12 +113,22 @@ typedef struct {
     int dir;
 } StreamE;
 
-/* A stream prefetcher's table: the pages (UINT64_MAX: a free entry) and when each was last used (0:
- * free) apart from the rest, as every access scans them */
+/* A stream prefetcher's table: the pages (UINT64_MAX: a free entry) apart from the rest, a count of
+ * its pages by a hash (a page whose count is 0 is not there: no scan), and the entries in recency
+ * order, a list (head: the most recently used; tail: the next victim, free entries first, the
+ * last first) */
+#define STREAM_HASH 4096
 typedef struct {
-    uint64_t *page, *tick;
+    uint64_t *page;
+    uint16_t *prev, *next, head, tail;
+    uint16_t cnt[STREAM_HASH];
     StreamE *e;
 } Streams;
+
+static inline unsigned stream_hash(uint64_t page)
+{
+    return (unsigned)((page ^ (page >> 12)) & (STREAM_HASH - 1));
+}
 
 /* The MSHRs of a level: when each frees, a min-heap (h[0]: the one that frees first) */
 typedef struct {
@@ -201,13 +211,20 @@ void timing_vcpu_init(VCpu *v)
     for (int l = 0; l < 2; l++) {
         uint64_t n = l ? cfg.l2_pf_streams : cfg.l1d_pf_streams;
         Streams *st = &t->stream[l];
-        st->page = malloc((n ? n : 1) * sizeof *st->page);
-        st->tick = calloc(n ? n : 1, sizeof *st->tick);
-        st->e = calloc(n ? n : 1, sizeof *st->e);
-        if (!st->page || !st->tick || !st->e)
+        uint64_t m = n ? n : 1;
+        st->page = malloc(m * sizeof *st->page);
+        st->prev = malloc(m * sizeof *st->prev);
+        st->next = malloc(m * sizeof *st->next);
+        st->e = calloc(m, sizeof *st->e);
+        if (!st->page || !st->prev || !st->next || !st->e)
             abort();
-        for (uint64_t i = 0; i < (n ? n : 1); i++)
+        for (uint64_t i = 0; i < m; i++) {
             st->page[i] = UINT64_MAX;
+            st->prev[i] = (uint16_t)(i - 1);
+            st->next[i] = (uint16_t)(i + 1);
+        }
+        st->head = 0;
+        st->tail = (uint16_t)(m - 1);
     }
     v->t = t;
 }
@@ -484,6 +501,22 @@ static void ip_stride(VCpu *v, int lvl, uint64_t pc, uint64_t addr, uint64_t now
     }
 }
 
+/* entry i becomes the most recently used */
+static inline void stream_touch(Streams *st, uint16_t i)
+{
+    if (st->head == i)
+        return;
+    uint16_t p = st->prev[i], x = st->next[i];
+    st->next[p] = x;
+    if (st->tail == i)
+        st->tail = p;
+    else
+        st->prev[x] = p;
+    st->next[i] = st->head;
+    st->prev[st->head] = i;
+    st->head = i;
+}
+
 static void stream(VCpu *v, int lvl, uint64_t line, uint64_t now, uint64_t insn)
 {
     Timing *t = v->t;
@@ -492,23 +525,22 @@ static void stream(VCpu *v, int lvl, uint64_t line, uint64_t now, uint64_t insn)
     uint64_t n = lvl == 1 ? cfg.l1d_pf_streams : cfg.l2_pf_streams;
     bool page = lvl == 1 ? cfg.l1d_pf_stream_page : cfg.l2_pf_stream_page;
     Streams *st = &t->stream[lvl - 1];
-    uint64_t pg = line >> page_lines_shift, i = 0;
-    while (i < n && st->page[i] != pg)
-        i++;
-    t->tick++;
+    uint64_t pg = line >> page_lines_shift, i = n;
+    unsigned h = stream_hash(pg);
+    if (st->cnt[h])
+        for (i = 0; i < n && st->page[i] != pg; i++)
+            ;
     if (i == n) { /* a new stream: the last free entry, or else the least recently used */
-        uint64_t victim = 0, oldest = st->tick[0];
-        for (i = 0; i < n; i++)
-            if (st->tick[i] == 0 || st->tick[i] < oldest) {
-                victim = i;
-                oldest = st->tick[i];
-            }
-        st->page[victim] = pg;
-        st->tick[victim] = t->tick;
-        st->e[victim] = (StreamE){.last = (int64_t)line, .frontier = (int64_t)line, .dir = 0};
+        i = st->tail;
+        if (st->page[i] != UINT64_MAX)
+            st->cnt[stream_hash(st->page[i])]--;
+        st->cnt[h]++;
+        st->page[i] = pg;
+        stream_touch(st, (uint16_t)i);
+        st->e[i] = (StreamE){.last = (int64_t)line, .frontier = (int64_t)line, .dir = 0};
         return;
     }
-    st->tick[i] = t->tick;
+    stream_touch(st, (uint16_t)i);
     StreamE *e = &st->e[i];
     int64_t L = (int64_t)line, d = L - e->last;
     if (d == 0)
