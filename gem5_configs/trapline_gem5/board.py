@@ -81,6 +81,10 @@ class TraplineBoard(SimpleBoard):
                 for isa in core.get_simobject().isa:
                     isa.strong_prefetch = params.prefetch.strong
                     isa.strong_prefetch_trap_latency = params.prefetch.trap_latency
+            if params.unaligned_trap is not None:
+                # trapline's gem5 change sparc-unaligned-trap (a SparcISA parameter)
+                for isa in core.get_simobject().isa:
+                    isa.unaligned_trap_latency = params.unaligned_trap.latency
             if cpu_type == CPUTypes.O3 and params.cache_line_size < O3_FETCH_BUFFER:
                 # O3's fetch buffer (64 bytes) may not exceed a cache line: its fetch
                 # stage stops with "fetch buffer size ... is greater than the cache

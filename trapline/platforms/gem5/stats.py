@@ -160,6 +160,10 @@ COUNTERS: tuple[Counter, ...] = (
     Counter("gem5_prefetch_tlb_fills", (rf"{_CORE}\.isa\d*\.prefetch\.strongTlbFills",),
             "SPARC: strong prefetches that missed the TLB and filled it (trapline's gem5, change sparc-prefetch)",
             needs=rf"{_CORE}\.isa\d*\.prefetch\.strongDropped"),
+    Counter("gem5_traps_unaligned", (rf"{_CORE}\.isa\d*\.unaligned\.traps",),
+            "SPARC: misaligned integer loads and stores, each a mem_address_not_aligned trap completed by the SE "
+            "kernel byte by byte after the machine's traps.cost (trapline's gem5, change sparc-unaligned-trap)",
+            needs=rf"{_CORE}\.isa\d*\.unaligned\.traps"),
     Counter("gem5_trap_entries_spill", (), "SPARC: register-window spill traps, counted as entries into the spill "
             "handler gem5's SE mode runs for them (its first instruction, at spillStart, in gem5's Exec trace of "
             "privileged instructions: trapline.platforms.gem5.run; gem5 keeps no trap statistic outside full-system mode)",
