@@ -111,6 +111,41 @@ def test_tests_find_the_shared_binary_or_say_why(tmp_path, monkeypatch):
         binary.for_tests({**nothing, binary.XZ_ENV: str(tmp_path / "none.xz")})
 
 
+def test_tests_take_trapline_gem5_shared_for_these_changes_only(stock_gem5, tmp_path, monkeypatch):
+    """CI never compiles gem5: it takes trapline's gem5 from ../shared/gem5/ when one is shared
+    there for the repository's current changes (its name carries their sha256, and the binary
+    itself must say it has them), never one of other changes; else the stock one."""
+    import shutil
+    from trapline.platforms.gem5 import from_source
+    stock_xz = binary.shared_xz()
+    if stock_xz is None:
+        pytest.skip("no shared stock gem5 (../shared/gem5/ or TRAPLINE_GEM5_XZ)")
+    own = from_source.built()  # this machine's trapline's gem5 for the current changes, if built
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shutil.copy2(stock_xz, shared / stock_xz.name)
+    monkeypatch.delenv("GEM5", raising=False)
+    monkeypatch.setenv("TRAPLINE_CACHE", str(tmp_path / "cache"))
+    env = {"PATH": str(tmp_path), "TRAPLINE_CACHE": str(tmp_path / "cache"), binary.XZ_ENV: str(shared / stock_xz.name)}
+    digest = from_source.changes_sha256()
+    # shared for other changes: not taken
+    shutil.copy2(stock_xz, shared / binary.SHARED_TRAPLINE.format("0" * 16))
+    assert binary.shared_trapline_xz(env) is None and binary.facts(binary.for_tests(env))["build"] == "stock"
+    # named for these changes, but a binary that does not say it has them: not taken either
+    named = shared / binary.SHARED_TRAPLINE.format(digest[:16])
+    shutil.copy2(stock_xz, named)
+    assert binary.shared_trapline_xz(env) == named and binary.shared_trapline(env) is None
+    assert binary.facts(binary.for_tests(env))["build"] == "stock"
+    if own is None:
+        return
+    # trapline's gem5 for these changes, shared: taken before the stock one, as it says what it has
+    with open(own, "rb") as src, lzma.open(named, "wb", preset=0) as dst:
+        shutil.copyfileobj(src, dst)
+    got = binary.for_tests(env)
+    assert got != own and got.read_bytes() == own.read_bytes()
+    assert binary.facts(got)["changes_sha256"] == digest
+
+
 # ------------------------------------------------------------------ the gem5 flavour of the kernels
 
 def test_the_gem5_flavour_marks_regions_with_m5_ops():
