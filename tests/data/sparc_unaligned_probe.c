@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static unsigned char buf[64] __attribute__((aligned(16)));
+static unsigned char buf[128] __attribute__((aligned(64)));
 
 int main(void)
 {
@@ -20,6 +20,8 @@ int main(void)
 
     for (int i = 0; i < 16; i++)
         buf[1 + i] = (unsigned char)(0x81 + i); /* 81 82 83 ... 90 from buf+1 */
+    for (int i = 0; i < 4; i++)
+        buf[62 + i] = (unsigned char)(0xa1 + i); /* a1 a2 a3 a4 across the 64-byte boundary */
 
     __asm__ volatile("lduh [%1], %0" : "=r"(v) : "r"(p) : "memory");
     printf("lduh=%llx ", (unsigned long long)v), traps++;
@@ -41,6 +43,9 @@ int main(void)
     /* a misaligned load in a branch's delay slot: the kernel goes on at the branch target */
     __asm__ volatile("ba,pt %%xcc, 1f\n\t lduw [%1], %0\n\tmov 7, %0\n1:" : "=&r"(v) : "r"(p) : "memory");
     printf("delay=%llx ", (unsigned long long)v), traps++;
+    /* across a cache line (32 or 64 bytes): the CPU would split it into pieces the TLB finds aligned */
+    __asm__ volatile("lduw [%1], %0" : "=r"(v) : "r"(buf + 62) : "memory");
+    printf("crossing=%llx ", (unsigned long long)v), traps++;
 
     memset(buf, 0, sizeof buf);
     __asm__ volatile("sth %0, [%1]" : : "r"(0x1122L), "r"(buf + 1) : "memory");
