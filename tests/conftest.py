@@ -22,6 +22,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+# CI never compiles gem5 (about an hour on 2 cores): a gem5 build that a test (or a command it
+# runs) would start stops with one line (from_source.NO_BUILD_ENV); the tests take a gem5 already
+# built (trapline.platforms.gem5.binary.for_tests: the cache or ../shared/gem5/)
+os.environ.setdefault("TRAPLINE_NO_GEM5_BUILD", "1")
 
 
 @pytest.fixture

@@ -792,7 +792,8 @@ def test_run_sh_gem5_writes_the_same_json_as_the_module(tmp_path):
 
 # ------------------------------------------------------------------ trapline's gem5 changes
 
-ALL_CHANGES = ("bus-lock", "numa-first-touch", "overlap-stats", "prefetchers", "sparc-glibc", "sparc-prefetch")
+ALL_CHANGES = ("bus-lock", "numa-first-touch", "overlap-stats", "prefetchers", "sparc-glibc", "sparc-prefetch",
+               "sparc-unaligned-trap")
 
 
 def test_with_trapline_changes_the_numa_bus_lock_and_prefetch_fields_are_mapped(machines):
@@ -810,6 +811,10 @@ def test_with_trapline_changes_the_numa_bus_lock_and_prefetch_fields_are_mapped(
     iv = P.from_machine(typed(machines["ultrasparc-iv-plus"]), changes=ALL_CHANGES)
     assert iv.prefetch.strong is True and iv.prefetch.trap_latency == "2636870ps"
     assert "prefetch.semantics" in iv.mapped and "prefetch.trap_cost" in iv.mapped
+    # sparc-unaligned-trap: the misaligned access completed at traps.cost (2,866 ns)
+    assert iv.unaligned_trap.latency == "2866000ps" and x86.unaligned_trap is None
+    for f in ("unaligned.w2", "unaligned.w4", "unaligned.w8", "unaligned.penalty", "traps.cost"):
+        assert f in iv.mapped and not iv.notes_for(f), f
     t1 = P.from_machine(typed(machines["ultrasparc-t1"]), changes=ALL_CHANGES)
     assert t1.prefetch.strong is False  # the T1 drops every prefetch that misses its TLB
     for name in MACHINES:
@@ -827,6 +832,10 @@ def test_a_stock_gem5_notes_what_only_trapline_gem5_maps_and_says_how_to_get_it(
         assert "./run.sh gem5 build" in note.text, f
     (note,) = P.from_machine(typed(machines["ultrasparc-iv-plus"])).notes_for("prefetch.semantics")
     assert "Nop::prefetch" in note.text and "./run.sh gem5 build" in note.text
+    iv = P.from_machine(typed(machines["ultrasparc-iv-plus"]))
+    assert iv.unaligned_trap is None and iv.notes_for("traps.cost")
+    (note,) = iv.notes_for("unaligned.w4")
+    assert "sparc-unaligned-trap" in note.text and "./run.sh gem5 build" in note.text
     # one change alone maps only its fields
     only = P.from_machine(typed(machines["x86-2012-server"]), changes=["bus-lock"])
     assert only.bus_lock is not None and not only.numa.applied and only.notes_for("numa.nodes")
@@ -869,3 +878,4 @@ def test_board_with_trapline_changes_against_stand_ins(fake_gem5, machines):
     b2 = board_mod.TraplineBoard(sparc, cpu_type=o3)
     (isa,) = b2.get_processor().get_cores()[0].cpu.isa
     assert (isa.strong_prefetch, isa.strong_prefetch_trap_latency) == (True, "2636870ps")
+    assert isa.unaligned_trap_latency == "2866000ps"

@@ -111,6 +111,41 @@ def test_tests_find_the_shared_binary_or_say_why(tmp_path, monkeypatch):
         binary.for_tests({**nothing, binary.XZ_ENV: str(tmp_path / "none.xz")})
 
 
+def test_tests_take_trapline_gem5_shared_for_these_changes_only(stock_gem5, tmp_path, monkeypatch):
+    """CI never compiles gem5: it takes trapline's gem5 from ../shared/gem5/ when one is shared
+    there for the repository's current changes (its name carries their sha256, and the binary
+    itself must say it has them), never one of other changes; else the stock one."""
+    import shutil
+    from trapline.platforms.gem5 import from_source
+    stock_xz = binary.shared_xz()
+    if stock_xz is None:
+        pytest.skip("no shared stock gem5 (../shared/gem5/ or TRAPLINE_GEM5_XZ)")
+    own = from_source.built()  # this machine's trapline's gem5 for the current changes, if built
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shutil.copy2(stock_xz, shared / stock_xz.name)
+    monkeypatch.delenv("GEM5", raising=False)
+    monkeypatch.setenv("TRAPLINE_CACHE", str(tmp_path / "cache"))
+    env = {"PATH": str(tmp_path), "TRAPLINE_CACHE": str(tmp_path / "cache"), binary.XZ_ENV: str(shared / stock_xz.name)}
+    digest = from_source.changes_sha256()
+    # shared for other changes: not taken
+    shutil.copy2(stock_xz, shared / binary.SHARED_TRAPLINE.format("0" * 16))
+    assert binary.shared_trapline_xz(env) is None and binary.facts(binary.for_tests(env))["build"] == "stock"
+    # named for these changes, but a binary that does not say it has them: not taken either
+    named = shared / binary.SHARED_TRAPLINE.format(digest[:16])
+    shutil.copy2(stock_xz, named)
+    assert binary.shared_trapline_xz(env) == named and binary.shared_trapline(env) is None
+    assert binary.facts(binary.for_tests(env))["build"] == "stock"
+    if own is None:
+        return
+    # trapline's gem5 for these changes, shared: taken before the stock one, as it says what it has
+    with open(own, "rb") as src, lzma.open(named, "wb", preset=0) as dst:
+        shutil.copyfileobj(src, dst)
+    got = binary.for_tests(env)
+    assert got != own and got.read_bytes() == own.read_bytes()
+    assert binary.facts(got)["changes_sha256"] == digest
+
+
 # ------------------------------------------------------------------ the gem5 flavour of the kernels
 
 def test_the_gem5_flavour_marks_regions_with_m5_ops():
@@ -242,7 +277,15 @@ def test_gem5_builds_the_machine_the_file_describes(gem5_binary, name, tmp_path)
         assert int(cache["size"]) == size, lv
         ways = size // line if m.raw(f"caches.{lv}.assoc") == "full" else m.ways(f"caches.{lv}")
         assert int(cache["assoc"]) == ways, lv
-        assert cache["prefetcher"] == "Null" and c[cache["replacement_policy"]]["type"] == "LRURP"
+        assert c[cache["replacement_policy"]]["type"] == "LRURP"
+        # the machine's hardware prefetchers, one gem5 class each (a MultiPrefetcher holds several), or none
+        pf = cache["prefetcher"]
+        if not want.prefetchers:
+            assert pf == "Null", lv
+        else:
+            kids = c[pf]["prefetchers"].split() if len(want.prefetchers) > 1 else [pf]
+            assert [c[k]["type"] for k in kids] == [w.gem5_class for w in want.prefetchers], lv
+            assert [int(c[k]["degree"]) for k in kids] == [w.degree for w in want.prefetchers], lv
         for k in ("tag_latency", "data_latency", "response_latency", "mshrs", "tgts_per_mshr"):
             assert int(cache[k]) == getattr(want, k), (lv, k)  # test_16: these add up to the machine's latency
         assert cache["clusivity"] == want.clusivity and cache["writeback_clean"] == str(want.writeback_clean).lower()
@@ -253,11 +296,17 @@ def test_gem5_builds_the_machine_the_file_describes(gem5_binary, name, tmp_path)
     assert int(c[f"{core}.mmu.itb"]["size"]) == min(m.raw("tlb.itlb.entries"), cap)
     assert int(c[f"{core}.mmu.dtb"]["size"]) == min(m.raw("tlb.dtlb.entries"), cap)
     assert c[core]["type"] == "DerivO3CPU" or "O3" in c[core]["type"]
+    if m.has("core.rob"):  # the window and the load and store queues (O3)
+        assert (int(c[core]["numROBEntries"]), int(c[core]["LQEntries"]), int(c[core]["SQEntries"])) == \
+            (m.raw("core.rob"), m.raw("core.load_queue"), m.raw("core.store_buffer"))
     if line < 64:  # O3's fetch buffer may not exceed a line (src/cpu/o3/fetch.cc)
         assert int(c[core]["fetchBufferSize"]) == line
     # one memory, or on trapline's gem5 with a NUMA table one per node (change numa-first-touch)
     modules = [k for k in c.sections() if re.fullmatch(r"board\.memory\.modules?\d*", k)]
     assert modules and all(c[k]["latency"] + "ps" == p.memory.latency for k in modules), modules
+    if m.has("memory.channels"):  # channels x width x transfer rate, bytes a second; gem5 keeps whole ps per byte
+        want_bps = m.raw("memory.channels") * m.bytes("memory.channel_width") * m.quantity("memory.transfer_rate").value
+        assert float(c[modules[0]]["bandwidth"]) == round(1e12 / want_bps)
 
 
 def test_two_cores_get_private_l1s_and_l2s_and_share_the_l3(gem5_binary, tmp_path):
@@ -316,6 +365,10 @@ def test_a_thread_needs_a_core(gem5_binary):
     assert any(c["value"] == "ok" for c in out.checks)
 
 
+NO_PREFETCH = ("caches.l1d.prefetch.next-line.degree=0", "caches.l1d.prefetch.ip-stride.degree=0",
+               "caches.l2.prefetch.stream.degree=0", "caches.l2.prefetch.adjacent-line.degree=0")
+
+
 def _per_op(out, prefix, name):
     return {c["variant"] + str(c.get("requestsize", "")): c["value"] / c["ops"]
             for c in out.counts if c["name"] == f"{prefix}_{name}"}
@@ -333,7 +386,9 @@ def test_gem5_and_the_model_agree_on_l1d_misses(gem5_binary, kernel, runs):
     the same shape."""
     from trapline.context import RunContext
     from trapline.platforms.model import ModelPlatform
-    m = M.load("x86-2012-server")
+    # without the hardware prefetchers: two LRU caches of one shape (the prefetchers' timing decides which
+    # lines they bring in time: the miss-overlap experiment's subject)
+    m = M.load("x86-2012-server", [M.pair(s) for s in NO_PREFETCH])
     model_engine = ModelPlatform(RunContext.make()).engine(m, "user")
     for args in runs:
         default = build.build("x86_64") / kernel

@@ -189,25 +189,6 @@ def test_spill_fill_gem5_lane_counts_a_spill_and_a_fill_per_call(gem5_binary, tm
     assert e["status"] in ("reproduced", "differs") and e["reproduced"] > _figure(e, "time per call at depth 10")
 
 
-def test_misalign_gem5_lane_is_contrast_with_bytewise_loads_blind_to_alignment(gem5_binary, tmp_path):
-    r, (e,) = _run_lane(gem5_binary, tmp_path / "results", "sparc-misalign-trap", "--set", "reps=1",
-                        "--set", "gem5.cpu=timing")
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert e["status"] == "not-applicable" and "src/sim/faults.cc:60" in e["note"]
-    assert e["platform_facts"]["machine"] == "ultrasparc-iv-plus"
-    assert _figure(e, "byte-wise unaligned / byte-wise aligned") == pytest.approx(1.0, rel=0.01)
-    assert e["reproduced"] > 1.1  # byte loads cost more than word loads
-    assert all(c["ok"] for c in e["checks"])  # every variant summed the same
-    # the trap variant is what stops gem5 (the reason the lane leaves it out)
-    from trapline import build, machine
-    from trapline.platforms.gem5 import run
-    from trapline.platforms.gem5 import binary, kernel_flavour
-    prog = build.build("sparc64", flavour=kernel_flavour("sparc64", binary.facts(gem5_binary))) / "sparc-misalign-trap" / "misalign"
-    g = run.simulate(machine.load("ultrasparc-iv-plus"), [str(prog), "mode=trap", "align=unaligned", "outer=1",
-                                                          "reps=1", "warmup=0"], cpu="timing", gem5=gem5_binary)
-    assert g.error and "fault (mem_address_not_aligned)" in g.error and not g.regions
-
-
 @pytest.mark.parametrize("exp, source", [("armv6-unaligned", "src/sim/faults.cc:60")])
 def test_not_applicable_gem5_lanes_name_the_gem5_source(gem5_binary, tmp_path, exp, source):
     r, (e,) = _run_lane(gem5_binary, tmp_path / "results", exp)

@@ -195,6 +195,20 @@ def test_a_missing_build_tool_is_one_line_naming_its_debian_package(tmp_path, ca
     assert not any((cache / "gem5").glob("src-*")) if (cache / "gem5").exists() else True
 
 
+def test_the_tests_never_compile_gem5(tmp_path, cache):
+    """conftest sets TRAPLINE_NO_GEM5_BUILD=1 for every test and what it runs: with the pinned
+    source and every build tool there, `gem5 build` still stops before unpacking anything."""
+    assert os.environ.get(from_source.NO_BUILD_ENV) == "1"
+    _shared_source()
+    r = trapline("gem5", "build", env={"TRAPLINE_CACHE": str(cache)}, timeout=300)
+    assert r.returncode == 2, r.stderr
+    line = r.stderr.strip()
+    assert "\n" not in line and line.startswith("trapline: error: ")
+    if "Debian packages that are missing" not in line:  # (a machine without the build tools says that first)
+        assert "gem5 is not compiled here (TRAPLINE_NO_GEM5_BUILD=1" in line, line
+    assert not (cache / "gem5").exists() or not any((cache / "gem5").glob("src-*"))
+
+
 def test_the_builder_runs_as_a_script_with_four_trapline_files_and_lists_its_packages(tmp_path):
     """The Docker image's gem5 stage copies from_source.py and the modules it imports alone;
     run.sh installs the packages it lists for `gem5 build`."""

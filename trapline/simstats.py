@@ -65,7 +65,8 @@ SCALARS = (
                               "Miss and Fill events)"),
     ("hw_prefetches_issued", "lines the hardware prefetchers of every cache fetched (a prefetch of a line that "
                              "is there or already being filled is not one)"),
-    ("hw_prefetches_useful", "hardware-prefetched lines a demand access used before they were replaced"),
+    ("hw_prefetches_useful", ("hardware-prefetched lines whose first demand access found them filled (one that meets the prefetch "
+             "still on its way is late, not useful: gem5's pfUseful counts a demand hit on a prefetched block)")),
     ("dtlb_misses", "translations the DTLB had no entry for and filled: one per page missed. gem5's SE mode "
                     "also counts a lookup of a page not mapped yet: it maps a page at its first touch through "
                     "a fault, so the access that faults and its retry each count (timing CPU: 2 per newly "

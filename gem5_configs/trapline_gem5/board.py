@@ -79,6 +79,10 @@ class TraplineBoard(SimpleBoard):
                 for isa in core.get_simobject().isa:
                     isa.strong_prefetch = params.prefetch.strong
                     isa.strong_prefetch_trap_latency = params.prefetch.trap_latency
+            if params.unaligned_trap is not None:
+                # trapline's gem5 change sparc-unaligned-trap (a SparcISA parameter)
+                for isa in core.get_simobject().isa:
+                    isa.unaligned_trap_latency = params.unaligned_trap.latency
             if params.core is not None:
                 self._set_core(core.get_simobject(), params.core, cpu_type)
             if cpu_type == CPUTypes.O3 and num_cores == 1 and params.isa == "X86":

@@ -113,6 +113,7 @@ OVERLAP_STATS_CHANGE = "overlap-stats"
 NUMA_CHANGE = "numa-first-touch"
 BUS_LOCK_CHANGE = "bus-lock"
 SPARC_PREFETCH_CHANGE = "sparc-prefetch"
+UNALIGNED_TRAP_CHANGE = "sparc-unaligned-trap"
 
 _GEM5_FREQ = re.compile(r"^[0-9]+(?:\.[0-9]+)?(?:GHz|MHz|kHz|Hz)$")
 
@@ -308,6 +309,14 @@ class CoreParams:
 
 
 @dataclass
+class UnalignedTrapParams:
+    """trapline's gem5 change sparc-unaligned-trap (a SparcISA parameter): what the SE kernel's
+    completion of a misaligned integer load or store costs (unaligned_trap_latency,
+    "2866000ps", from traps.cost)."""
+    latency: str
+
+
+@dataclass
 class Note:
     """A machine field gem5 cannot express as written, and what gem5 does instead."""
     field: str
@@ -346,6 +355,7 @@ class Gem5Params:
     bus_lock: Optional[BusLockParams] = None
     prefetch: Optional[PrefetchParams] = None
     core: Optional[CoreParams] = None
+    unaligned_trap: Optional[UnalignedTrapParams] = None
 
     def caches(self) -> List[CacheLevel]:
         """The levels present, top down: L1I, L1D, then L2 and L3 if any."""
@@ -380,7 +390,9 @@ class Gem5Params:
             changes=list(d.get("changes", [])),
             bus_lock=BusLockParams(**d["bus_lock"]) if d.get("bus_lock") is not None else None,
             prefetch=PrefetchParams(**d["prefetch"]) if d.get("prefetch") is not None else None,
-            core=CoreParams(**d["core"]) if d.get("core") is not None else None)
+            core=CoreParams(**d["core"]) if d.get("core") is not None else None,
+            unaligned_trap=UnalignedTrapParams(**d["unaligned_trap"]) if d.get("unaligned_trap") is not None
+            else None)
 
     @classmethod
     def from_json(cls, text: str) -> "Gem5Params":
@@ -612,9 +624,11 @@ def from_machine(machine: Any, mem_size: str = MEM_SIZE, changes=()) -> Gem5Para
         per = size_bytes("memory.channel_width") * float(num("memory.transfer_rate"))
         n_chan = int(num("memory.channels"))
         bandwidth = f"{round_half_up(n_chan * per)}B/s"
+        kept = 1e12 / round(1e12 / (n_chan * per))  # gem5 keeps whole picoseconds per byte (MemoryBandwidth)
         mapped["memory.channels"] = (f"SimpleMemory.bandwidth = {bandwidth}: the channels' {n_chan} x "
                                      f"{per / 1e9:g} GB/s as one memory that serves a request at a time at their "
-                                     f"sum (gem5's SimpleMemory has one port and no channels)")
+                                     f"sum (gem5's SimpleMemory has one port and no channels; it keeps whole "
+                                     f"picoseconds per byte: {kept / 1e9:.4g} GB/s)")
         mapped["memory.channel_width"] = "SimpleMemory.bandwidth (channels x channel_width x transfer_rate)"
         mapped["memory.transfer_rate"] = "SimpleMemory.bandwidth (channels x channel_width x transfer_rate)"
     else:
@@ -774,9 +788,38 @@ def from_machine(machine: Any, mem_size: str = MEM_SIZE, changes=()) -> Gem5Para
                "(E2), so a faulting LDRD/LDM is not emulated at traps.cost, and no fixed penalty is charged for "
                "the accesses done in hardware",
     }[isa]
-    for k in ("w2", "w4", "w8", "penalty", "line_cross_penalty"):
-        if f"unaligned.{k}" in leaves(data):
-            note(f"unaligned.{k}", "QEMU-model-only. " + unaligned)
+    unaligned_trap = None
+    if isa == "SPARC" and UNALIGNED_TRAP_CHANGE in changes:
+        # trapline's gem5 change sparc-unaligned-trap: the SE kernel completes the access at traps.cost
+        cost = f"{cycles_to_ps(float(num('traps.cost')), hz)}ps" if "traps.cost" in fields else "0ps"
+        unaligned_trap = UnalignedTrapParams(latency=cost)
+        for k in ("w2", "w4", "w8"):
+            if f"unaligned.{k}" not in leaves(data):
+                continue
+            if _get(f"unaligned.{k}") == "trap":
+                mapped[f"unaligned.{k}"] = (
+                    "trap: gem5's SPARC raises mem_address_not_aligned (src/arch/sparc/tlb.cc), and in SE mode the "
+                    "kernel completes the access as Linux's kernel_unaligned_trap does (byte by byte, the register "
+                    f"written, the PC advanced) after SparcISA.unaligned_trap_latency (trapline's gem5 change "
+                    f"{UNALIGNED_TRAP_CHANGE})")
+            else:
+                note(f"unaligned.{k}", "gem5's SPARC traps on every misaligned access (src/arch/sparc/tlb.cc), "
+                                       f"whatever this field says; trapline's gem5 completes it at traps.cost")
+        for k in ("penalty", "line_cross_penalty"):
+            if f"unaligned.{k}" not in leaves(data):
+                continue
+            if float(num(f"unaligned.{k}")) == 0:
+                mapped[f"unaligned.{k}"] = ("0: no misaligned access is done in hardware, and gem5's SPARC does none "
+                                            "either (each one traps)")
+            else:
+                note(f"unaligned.{k}", "gem5's SPARC does no misaligned access in hardware (each one traps), so "
+                                       "nothing charges this penalty")
+    else:
+        if isa == "SPARC":
+            unaligned += (f" (trapline's gem5 has the change {UNALIGNED_TRAP_CHANGE}: ./run.sh gem5 build)")
+        for k in ("w2", "w4", "w8", "penalty", "line_cross_penalty"):
+            if f"unaligned.{k}" in leaves(data):
+                note(f"unaligned.{k}", "QEMU-model-only. " + unaligned)
     bus_lock = None
     for k in ("lock_cost", "split_lock_cost"):
         if f"atomics.{k}" not in leaves(data):
@@ -821,8 +864,13 @@ def from_machine(machine: Any, mem_size: str = MEM_SIZE, changes=()) -> Gem5Para
         for k in ("semantics", "trap_cost"):
             if f"prefetch.{k}" in leaves(data):
                 note(f"prefetch.{k}", why)
-    note("traps.cost", "QEMU-model-only: SE mode emulates system calls in the simulator and runs no kernel, so no "
-                       "trap handler is timed (page faults are filled by the simulator)")
+    if unaligned_trap is not None and "traps.cost" in fields:
+        mapped["traps.cost"] = (f"SparcISA.unaligned_trap_latency = {unaligned_trap.latency}: in SE mode the "
+                                "kernel's completion of a misaligned access stops the thread this long (trapline's "
+                                f"gem5 change {UNALIGNED_TRAP_CHANGE}); no other trap is charged")
+    else:
+        note("traps.cost", "QEMU-model-only: SE mode emulates system calls in the simulator and runs no kernel, so no "
+                           "trap handler is timed (page faults are filled by the simulator)")
     if group("windows"):
         n = _get("windows.count")
         if isa == "SPARC" and n == SPARC_NWINDOWS:
@@ -840,7 +888,7 @@ def from_machine(machine: Any, mem_size: str = MEM_SIZE, changes=()) -> Gem5Para
         machine=str(data["machine"]), sets=sets, arch=arch, isa=isa, clock=clock, clock_hz=hz,
         cache_line_size=line, l1i=levels["l1i"], l1d=levels["l1d"], l2=levels.get("l2"), l3=levels.get("l3"),
         cache_bus=CACHE_BUS, membus=MEMBUS, memory=memory, tlb=tlb, numa=numa, mapped=mapped, notes=notes,
-        changes=changes, bus_lock=bus_lock, prefetch=prefetch, core=core)
+        changes=changes, bus_lock=bus_lock, prefetch=prefetch, core=core, unaligned_trap=unaligned_trap)
     _cover(params, data)
     return params
 

@@ -125,8 +125,9 @@ typedef struct {
     uint64_t misses_overlapped;     /* L1D demand misses made while another was outstanding (timing.c, primary_miss) */
     uint64_t dependent_misses;      /* load misses that waited for an outstanding load their address comes from */
     uint64_t l1d_inflight;          /* L1D accesses to a line still being filled (a miss's or a prefetch's) */
-    uint64_t hwpf_issued[2], hwpf_useful[2]; /* hardware prefetches into the L1D [0] and the L2 [1]: lines
-                                              * fetched, and lines a demand access used before replacement */
+    uint64_t hwpf_issued[2], hwpf_useful[2], hwpf_late[2]; /* hardware prefetches into the L1D [0] and the
+                                              * L2 [1]: lines fetched; lines whose first demand access found them
+                                              * filled (gem5's pfUseful); lines it met still on their way */
     uint64_t hwpf_dropped;          /* prefetches dropped because every MSHR of their level was busy */
     uint64_t hwpf_l2_hits, hwpf_l2_misses, hwpf_l3_hits, hwpf_l3_misses; /* the prefetches' lookups below */
 } Counters;

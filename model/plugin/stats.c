@@ -245,15 +245,15 @@ static void put_stats(Str *s, const Counters *c0, const char *ind)
          ", \"dependent_misses\": %" PRIu64 ", \"l1d_in_flight\": %" PRIu64 "},\n",
          ind, ooo_on ? "ooo" : "inorder", cyc_data, c->misses_overlapped, c->dependent_misses, c->l1d_inflight);
     sput(s,
-         "%s\"hardware_prefetches\": {\"issued\": %" PRIu64 ", \"useful\": %" PRIu64 ", \"dropped\": %" PRIu64
-         ", \"l1d\": {\"issued\": %" PRIu64
-         ", \"useful\": %" PRIu64 "}, \"l2\": {\"issued\": %" PRIu64 ", \"useful\": %" PRIu64
+         "%s\"hardware_prefetches\": {\"issued\": %" PRIu64 ", \"useful\": %" PRIu64 ", \"late\": %" PRIu64
+         ", \"dropped\": %" PRIu64 ", \"l1d\": {\"issued\": %" PRIu64 ", \"useful\": %" PRIu64 ", \"late\": %" PRIu64
+         "}, \"l2\": {\"issued\": %" PRIu64 ", \"useful\": %" PRIu64 ", \"late\": %" PRIu64
          "}, \"lookups_below\": {\"l2_hits\": %" PRIu64 ", \"l2_misses\": %" PRIu64 ", \"l3_hits\": %" PRIu64
          ", \"l3_misses\": %" PRIu64 "}},\n",
-         ind, c->hwpf_issued[0] + c->hwpf_issued[1], c->hwpf_useful[0] + c->hwpf_useful[1], c->hwpf_dropped,
-         c->hwpf_issued[0],
-         c->hwpf_useful[0], c->hwpf_issued[1], c->hwpf_useful[1], c->hwpf_l2_hits, c->hwpf_l2_misses,
-         c->hwpf_l3_hits, c->hwpf_l3_misses);
+         ind, c->hwpf_issued[0] + c->hwpf_issued[1], c->hwpf_useful[0] + c->hwpf_useful[1],
+         c->hwpf_late[0] + c->hwpf_late[1], c->hwpf_dropped, c->hwpf_issued[0], c->hwpf_useful[0], c->hwpf_late[0],
+         c->hwpf_issued[1], c->hwpf_useful[1], c->hwpf_late[1], c->hwpf_l2_hits, c->hwpf_l2_misses, c->hwpf_l3_hits,
+         c->hwpf_l3_misses);
     sput(s, "%s\"other_faults\": %" PRIu64 "\n", ind, c->other_faults);
 }
 

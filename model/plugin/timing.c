@@ -690,7 +690,10 @@ void timing_access(VCpu *v, const InsnDesc *d, uint64_t vaddr, uint64_t paddr, u
         }
         if (e->pf == PF_L1) {
             e->pf = PF_NONE;
-            v->c.hwpf_useful[0]++;
+            if (inflight)
+                v->c.hwpf_late[0]++;
+            else
+                v->c.hwpf_useful[0]++;
             uint64_t now = clock_at(v, insn);
             t->cur_pc = d ? d->tb->ivaddr[d->idx] : 0;
             train(v, 1, line, t->cur_pc, paddr, now, insn, false, true);
@@ -734,7 +737,9 @@ void timing_access(VCpu *v, const InsnDesc *d, uint64_t vaddr, uint64_t paddr, u
     uint64_t not_before = held && insn < e->insn_done ? e->done : 0;
     bool pf_l2 = held && e->pf == PF_L2 && lvl == 2;
     uint64_t done = fill(v, line, lvl, mem_q8, &start, true, not_before);
-    if (pf_l2)
+    if (pf_l2 && not_before)
+        v->c.hwpf_late[1]++;
+    else if (pf_l2)
         v->c.hwpf_useful[1]++;
     primary_miss(v, start, done);
     pft_put(v, line, done, now, insn, PF_NONE);

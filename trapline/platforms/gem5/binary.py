@@ -20,11 +20,15 @@ from a tiny gem5 run (gem5_configs/probe.py, about 0.2 s) that also lists the
 ISAs it was built with. Both are cached in ``<cache>/gem5/facts.json``: the
 sha256 (of a 48 MB file) by path, size and mtime, the probe by sha256.
 
-For the tests and CI: ``for_tests()`` is find()'s binary when there is one,
-else the shared one (``../shared/gem5/gem5-v24.0.0.1-X86_SPARC.opt.xz`` beside
-the clone, or ``$TRAPLINE_GEM5_XZ``), unpacked once into
-``<cache>/gem5/<xz sha256>/gem5.opt`` (verified against KNOWN_XZ, atomically:
-concurrent test workers wait for one unpacker).
+For the tests and CI, which never compile gem5: ``for_tests()`` is $GEM5 when set,
+else trapline's build for the current changes in the cache, else trapline's gem5
+shared beside the stock one (``../shared/gem5/gem5-v24.0.0.1-trapline-<changes
+sha256[:16]>.opt.xz``: taken only while that hash is the repository's changes, and
+only if the binary itself says so), else a gem5 on PATH, else the shared stock one
+(``../shared/gem5/gem5-v24.0.0.1-X86_SPARC.opt.xz`` beside the clone, or
+``$TRAPLINE_GEM5_XZ``). An xz is unpacked once into ``<cache>/gem5/<xz
+sha256>/gem5.opt`` (a known one verified against KNOWN_XZ, atomically: concurrent
+test workers wait for one unpacker).
 """
 
 from __future__ import annotations
@@ -52,6 +56,8 @@ OFF = "none"
 XZ_ENV = "TRAPLINE_GEM5_XZ"       # tests and CI: an xz-compressed gem5 binary to unpack
 NAMES = ("gem5.opt", "gem5")      # looked for on PATH, in this order
 SHARED_XZ = Path("gem5") / "gem5-v24.0.0.1-X86_SPARC.opt.xz"  # in ../shared/ (paths.shared)
+# trapline's gem5 shared beside it for the tests and CI, named by its changes' sha256 (first 16 hex digits)
+SHARED_TRAPLINE = "gem5-v24.0.0.1-trapline-{}.opt.xz"
 
 # gem5 binaries trapline has met, by sha256: what they are (/work/shared/gem5/README.md for the first).
 KNOWN = {
@@ -267,9 +273,38 @@ def shared_binary(environ: dict | None = None) -> Path:
     return unpack(xz)
 
 
+def shared_trapline_xz(environ: dict | None = None) -> Path | None:
+    """trapline's gem5 for the current changes shared beside the stock binary (in the folder
+    of shared_xz: ../shared/gem5/, or $TRAPLINE_GEM5_XZ's), named SHARED_TRAPLINE with the
+    changes' sha256; None when there is none for these changes."""
+    stock = shared_xz(environ)
+    where = stock.parent if stock is not None else shared(*SHARED_XZ.parent.parts)
+    p = where / SHARED_TRAPLINE.format(from_source.changes_sha256()[:16])
+    return p.resolve() if p.is_file() else None
+
+
+def shared_trapline(environ: dict | None = None) -> Path | None:
+    """shared_trapline_xz() unpacked into the cache, if the binary says it has exactly the
+    current changes (m5.trapline_build); None otherwise."""
+    xz = shared_trapline_xz(environ)
+    if xz is None:
+        return None
+    exe = unpack(xz)
+    return exe if facts(exe).get("changes_sha256") == from_source.changes_sha256() else None
+
+
 def for_tests(environ: dict | None = None) -> Path:
-    """The gem5 the tests use: find()'s, else the shared binary unpacked into the
-    cache. Gem5Missing (the reason a test is skipped) when there is neither."""
+    """The gem5 the tests and CI use, never compiled here: $GEM5 (GEM5=none: none), else
+    trapline's build for the current changes in the cache, else trapline's gem5 for them
+    shared in ../shared/gem5/ (shared_trapline), else a gem5 on PATH, else the shared stock
+    binary unpacked into the cache. Gem5Missing (the reason a test is skipped) when there
+    is none."""
+    env = os.environ if environ is None else environ
+    if env.get(ENV) or from_source.built(environ=env) is not None:
+        return find(environ=environ)
+    own = shared_trapline(environ)
+    if own is not None:
+        return own
     try:
         return find(environ=environ)
     except Gem5Missing as e:

@@ -68,6 +68,9 @@ SOURCES = {
         "gem5 v24.0.0.1 release source (commit b1a44b89c7ba; tests/test-progs and ext/dramsys left out)",
 }
 SOURCE_ENV = "TRAPLINE_GEM5_SOURCE"
+# set (to 1) where gem5 must never be compiled: the tests and CI (tests/conftest.py), which take a gem5
+# already built (binary.for_tests); a build that would compile stops with one line
+NO_BUILD_ENV = "TRAPLINE_NO_GEM5_BUILD"
 SHARED_SOURCE = ("gem5", "gem5-v24.0.0.1-src.tar.xz")   # in ../shared/ (paths.shared)
 
 # the changes: the clone's, or a copy of them under work ($TRAPLINE_GEM5_CHANGES: a change of
@@ -507,6 +510,10 @@ def build(source_flag: str | None = None, jobs: int | None = None, log=None) -> 
     if missing:
         raise UsageError(f"gem5's build needs Debian packages that are missing: {' '.join(missing)} "
                          f"(./run.sh gem5 build installs them; or apt-get install {' '.join(missing)})")
+    if os.environ.get(NO_BUILD_ENV) == "1":
+        raise UsageError(f"gem5 is not compiled here ({NO_BUILD_ENV}=1: the tests and CI take a gem5 already built, "
+                         f"from ../shared/gem5/ or the cache, docs/gem5.md 'Tests and CI'); unset it to build "
+                         f"trapline's gem5")
     _mkdir(root())
     tree = tree_of(source)
     need = SPACE_WARM if (tree / "build" / VARIANT / "gem5.build" / "config").is_file() else SPACE_COLD

@@ -42,6 +42,8 @@ TIMEOUT_S = 1800
 PROGRAM_EXIT = "exiting with last active thread context"  # run_se.py's PROGRAM_EXIT
 _FATAL = re.compile(r"^(?:\S+: )?(fatal|panic): (.*)$")
 _SYSCALL = re.compile(r"syscall (\w+) \(#(\d+)\) unimplemented")
+_UNALIGNED = "fault (mem_address_not_aligned)"   # src/sim/faults.cc, FaultBase::invoke outside full system
+UNALIGNED_CHANGE = "sparc-unaligned-trap"          # trapline's change that completes the access in SE mode
 
 
 @dataclass
@@ -139,6 +141,10 @@ def explain(gem5_err: str) -> str | None:
         m = _FATAL.match(line.strip())
         if not m:
             continue
+        if _UNALIGNED in m.group(2):
+            return (f"gem5 stopped at a misaligned SPARC access: its SE mode has no kernel to complete the "
+                    f"mem_address_not_aligned trap ({line.strip()}); trapline's gem5 completes it (change "
+                    f"{UNALIGNED_CHANGE}): build it with {binary.BUILD_IT}")
         s = _SYSCALL.search(m.group(2))
         if s:
             return (f"gem5 SE mode has no system call {s.group(1)} (#{s.group(2)}) for this ISA "

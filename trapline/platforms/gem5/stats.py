@@ -69,6 +69,13 @@ def _cache(level: str, stat: str) -> tuple[str, ...]:
     return (rf"{_H}\.{level}\d*\.{stat}::total",)
 
 
+def _prefetchers(level: str, stat: str) -> tuple[str, ...]:
+    """The part of a cache's statistic that hardware prefetchers asked for, its own and the levels' above
+    (their requests carry the prefetcher as requestor: ``...::cache_hierarchy.l1dcaches.prefetcher``),
+    which the model counts apart from the demand accesses (hardware_prefetches.lookups_below)."""
+    return (rf"{_H}\.{level}\d*\.{stat}::\S*prefetcher\S*",)
+
+
 COUNTERS: tuple[Counter, ...] = (
     Counter("gem5_ops", (), "the sample's operations, as the kernel reported them", how="ops"),
     Counter("gem5_ticks", ("simTicks",), "simulated time of the region in ticks (1 tick = 1 ps)"),
@@ -83,15 +90,17 @@ COUNTERS: tuple[Counter, ...] = (
     Counter("gem5_l1d_misses", _cache("l1dcaches", "overallMshrMisses"),
             "lines filled into the L1D on demand (loads and stores), all cores, as the model counts its misses: "
             "gem5's MSHR misses less the upgrades (gem5_l1d_upgrades: a store to a line held without write "
-            "permission, no data moved); an access to a line already being filled is not one "
-            "(gem5_l1d_misses_in_flight)", less=_cache("l2caches", r"UpgradeReq\.accesses"),
+            "permission, no data moved) and less the hardware prefetchers' (gem5_hw_prefetches_issued); an "
+            "access to a line already being filled is not one (gem5_l1d_misses_in_flight)",
+            less=_cache("l2caches", r"UpgradeReq\.accesses") + _prefetchers("l1dcaches", "overallMshrMisses"),
             needs=rf"{_H}\.l1dcaches\d*\.replacements"),
     Counter("gem5_l1d_misses_in_flight", _cache("l1dcaches", "overallMshrHits"),
             "L1D accesses that missed a line already being filled by an earlier miss (gem5's MSHR hits: O3 has "
             "many misses in flight, the timing CPU one); gem5's overallMisses counts them as misses",
             needs=rf"{_H}\.l1dcaches\d*\.replacements"),
     Counter("gem5_l1d_line_fetches", _cache("l1dcaches", "overallMshrMisses"),
-            "L1D misses that allocated an MSHR (gem5's MSHR misses): gem5_l1d_misses plus gem5_l1d_upgrades",
+            "L1D demand misses that allocated an MSHR (gem5's MSHR misses less the hardware prefetchers'): "
+            "gem5_l1d_misses plus gem5_l1d_upgrades", less=_prefetchers("l1dcaches", "overallMshrMisses"),
             needs=rf"{_H}\.l1dcaches\d*\.replacements"),
     Counter("gem5_l1d_upgrades", _cache("l2caches", r"UpgradeReq\.accesses"),
             "stores to a line the L1D held without write permission (an UpgradeReq to the L2, no data moved): "
@@ -110,14 +119,18 @@ COUNTERS: tuple[Counter, ...] = (
             "lines filled into the L1I, all cores (gem5's MSHR misses: a fetch of a line already being filled "
             "is not one)", needs=rf"{_H}\.l1icaches\d*\.replacements"),
     Counter("gem5_l2_accesses", _cache("l2caches", "overallAccesses"),
-            "L2 demand accesses (L1 misses reaching it; not writebacks)", needs=rf"{_H}\.l2caches\d*\.replacements"),
+            "L2 demand accesses (L1 misses reaching it; not writebacks, not hardware prefetches)",
+            less=_prefetchers("l2caches", "overallAccesses"), needs=rf"{_H}\.l2caches\d*\.replacements"),
     Counter("gem5_l2_misses", _cache("l2caches", "overallMshrMisses"),
-            "lines the L2 filled from below on demand (gem5's MSHR misses: a request for a line already being "
-            "filled is not one)", needs=rf"{_H}\.l2caches\d*\.replacements"),
-    Counter("gem5_l3_accesses", _cache("l3cache", "overallAccesses"), "L3 demand accesses",
+            "lines the L2 filled from below on demand (gem5's MSHR misses less the hardware prefetchers': a "
+            "request for a line already being filled is not one)", less=_prefetchers("l2caches", "overallMshrMisses"),
+            needs=rf"{_H}\.l2caches\d*\.replacements"),
+    Counter("gem5_l3_accesses", _cache("l3cache", "overallAccesses"), "L3 demand accesses (not hardware prefetches)",
+            less=_prefetchers("l3cache", "overallAccesses"),
             needs=rf"{_H}\.l3cache\.replacements"),
     Counter("gem5_l3_misses", _cache("l3cache", "overallMshrMisses"),
-            "lines the L3 filled from memory on demand (gem5's MSHR misses)", needs=rf"{_H}\.l3cache\.replacements"),
+            "lines the L3 filled from memory on demand (gem5's MSHR misses less the hardware prefetchers')",
+            less=_prefetchers("l3cache", "overallMshrMisses"), needs=rf"{_H}\.l3cache\.replacements"),
     Counter("gem5_dtlb_accesses", (rf"{_CORE}\.mmu\.dtb\.rdAccesses", rf"{_CORE}\.mmu\.dtb\.wrAccesses"),
             "DTLB lookups (x86; gem5's SPARC TLB keeps no statistics)", needs=rf"{_CORE}\.mmu\.dtb\.rdAccesses"),
     Counter("gem5_dtlb_misses", (rf"{_CORE}\.mmu\.dtb\.rdMisses", rf"{_CORE}\.mmu\.dtb\.wrMisses"),
@@ -130,13 +143,17 @@ COUNTERS: tuple[Counter, ...] = (
     Counter("gem5_itlb_misses", (rf"{_CORE}\.mmu\.itb\.rdMisses", rf"{_CORE}\.mmu\.itb\.wrMisses"),
             "ITLB misses (x86; a fetch is counted as a write: its mode is Execute, not Read), refilled untimed "
             "as the DTLB's", needs=rf"{_CORE}\.mmu\.itb\.rdAccesses"),
-    Counter("gem5_hw_prefetches_issued", (rf"{_H}\.\w+\d*\.prefetcher(?:\.prefetchers\d*)?\.pfIssued",),
-            "lines the hardware prefetchers of every cache fetched (gem5's pfIssued: prefetch requests sent below; "
-            "one to a line already there or being filled is dropped before)",
-            needs=rf"{_H}\.\w+\d*\.prefetcher(?:\.prefetchers\d*)?\.pfIssued"),
+    Counter("gem5_hw_prefetches_issued", _cache(r"\w+", r"HardPFReq\.mshrMisses"),
+            "lines the hardware prefetchers of every cache fetched (gem5's HardPFReq MSHR misses: a prefetch the "
+            "prefetcher issued, pfIssued, is dropped when its line is in the cache, an MSHR or the write buffer)",
+            needs=rf"{_H}\.\w+\d*\.prefetcher\.pfIssued"),
     Counter("gem5_hw_prefetches_useful", (rf"{_H}\.\w+\d*\.prefetcher(?:\.prefetchers\d*)?\.pfUseful",),
-            "hardware-prefetched lines a demand access used (gem5's pfUseful: a demand hit on a prefetched block)",
-            needs=rf"{_H}\.\w+\d*\.prefetcher(?:\.prefetchers\d*)?\.pfIssued"),
+            "hardware-prefetched lines whose first demand access found them filled (gem5's pfUseful: a demand "
+            "access that finds a prefetched block in the cache, less pfUsefulButMiss: a store to a block "
+            "prefetched without write permission is counted there and again when it retries; one that meets the "
+            "prefetch in its MSHR is not one; a MultiPrefetcher's prefetchers count them, its own stays 0)",
+            less=(rf"{_H}\.\w+\d*\.prefetcher(?:\.prefetchers\d*)?\.pfUsefulButMiss",),
+            needs=rf"{_H}\.\w+\d*\.prefetcher\.pfIssued"),
     Counter("gem5_misses_overlapped", (rf"{_H}\.miss_overlaps\d*\.overlapped",),
             "L1D demand misses made while another was still waiting for its line (trapline's change "
             "overlap-stats: MissOverlap on each core's L1D)", needs=rf"{_H}\.miss_overlaps\d*\.primaryMisses"),
@@ -170,6 +187,10 @@ COUNTERS: tuple[Counter, ...] = (
     Counter("gem5_prefetch_tlb_fills", (rf"{_CORE}\.isa\d*\.prefetch\.strongTlbFills",),
             "SPARC: strong prefetches that missed the TLB and filled it (trapline's gem5, change sparc-prefetch)",
             needs=rf"{_CORE}\.isa\d*\.prefetch\.strongDropped"),
+    Counter("gem5_traps_unaligned", (rf"{_CORE}\.isa\d*\.unaligned\.traps",),
+            "SPARC: misaligned integer loads and stores, each a mem_address_not_aligned trap completed by the SE "
+            "kernel byte by byte after the machine's traps.cost (trapline's gem5, change sparc-unaligned-trap)",
+            needs=rf"{_CORE}\.isa\d*\.unaligned\.traps"),
     Counter("gem5_trap_entries_spill", (), "SPARC: register-window spill traps, counted as entries into the spill "
             "handler gem5's SE mode runs for them (its first instruction, at spillStart, in gem5's Exec trace of "
             "privileged instructions: trapline.platforms.gem5.run; gem5 keeps no trap statistic outside full-system mode)",

@@ -67,7 +67,8 @@ COUNTERS: tuple[Counter, ...] = (
     Counter("model_hw_prefetches_issued", "hardware_prefetches.issued", "value",
             "lines the hardware prefetchers fetched, every level"),
     Counter("model_hw_prefetches_useful", "hardware_prefetches.useful", "value",
-            "hardware-prefetched lines a demand access used before they were replaced"),
+            ("hardware-prefetched lines whose first demand access found them filled (one that meets the prefetch "
+             "still on its way is late, not useful: gem5's pfUseful counts a demand hit on a prefetched block)")),
     Counter("model_context_switches", "context_switches", "if-present",
             "sparc64 guest: address-space switches that emptied the model's TLBs (with ctx_switch=)"),
 )
