@@ -225,7 +225,9 @@ def test_plugin_args_are_exactly_the_contract():
         i = keys.index("l1d_pf_next")
         keys[i:i] = [k for k, f in (("core", "core"), ("rob", "core.rob"), ("lq", "core.load_queue"),
                                     ("sb", "core.store_buffer"), ("l1d_mshrs", "caches.l1d.mshrs"),
-                                    ("l2_mshrs", "caches.l2.mshrs"), ("l3_mshrs", "caches.l3.mshrs")) if m.has(f)]
+                                    ("l2_mshrs", "caches.l2.mshrs"), ("l3_mshrs", "caches.l3.mshrs"),
+                                    ("l2_fill_width", "caches.l2.fill_width"),
+                                    ("l3_fill_width", "caches.l3.fill_width")) if m.has(f)]
         for lvl in ("l1d", "l2"):
             g = f"caches.{lvl}.prefetch"
             for after, extra in ((f"{lvl}_pf_next", [(f"{lvl}_pf_next_page", f"{g}.next-line")]),

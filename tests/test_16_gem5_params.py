@@ -186,8 +186,8 @@ def test_latencies_add_up_to_the_machines_load_to_use(machines, name):
         assert max(c.tag_latency, c.data_latency) == c.latency_cycles
     path, up = 0, p.l1d
     for c in [c for c in (p.l2, p.l3) if c is not None]:
-        path += (up.tag_latency + up.response_latency + p.cache_bus.request_cycles()
-                 + p.cache_bus.response_cycles(p.cache_line_size))
+        path += (up.tag_latency + up.response_latency + c.bus.request_cycles()
+                 + c.bus.response_cycles(p.cache_line_size))
         assert path + c.data_latency == c.latency_cycles, c.level
         assert c.data_latency >= c.tag_latency
         up = c

@@ -801,9 +801,9 @@ def test_the_table_maps_every_machine_as_the_hand_written_mapping_did():
     for case in golden:
         m = M.load(case["machine"], [M.pair(s) for s in case["sets"]])
         # transfer_lat (coherence.transfer_latency, the lockstep lane's) came after that mapping, and so did
-        # the options of the core, the MSHRs, the prefetchers and the memory channels (timing.c)
+        # the options of the core, the MSHRs, the fill paths, the prefetchers and the memory channels (timing.c)
         later = {o.name for o in P.OPTIONS if o.name == "transfer_lat" or re.match(
-            r"(core(\.|$)|caches\.\w+\.(mshrs|prefetch)|memory\.(channels|channel_width|transfer_rate))", o.field)}
+            r"(core(\.|$)|caches\.\w+\.(mshrs|fill_width|prefetch)|memory\.(channels|channel_width|transfer_rate))", o.field)}
         assert [a for a in P.args(m) if a.split("=", 1)[0] not in later] == case["plugin_args"], \
             (case["machine"], case["sets"])
 

@@ -31,7 +31,7 @@ from trapline.platforms.gem5 import binary, from_source
 DATA = ROOT / "tests" / "data"
 LANES = {"x86-split-lock": ["bus-lock"], "numa-first-touch": ["numa-first-touch"],
          "sparc-strong-prefetch": ["sparc-prefetch", "sparc-glibc"],
-         "sparc-misalign-trap": ["sparc-unaligned-trap", "sparc-glibc"]}
+         "sparc-misalign-trap": ["sparc-unaligned-trap", "sparc-glibc"], "miss-overlap": ["prefetchers"]}
 
 
 @pytest.fixture(scope="module")
@@ -147,6 +147,25 @@ def test_numa_first_touch_pages_on_the_touching_node_and_remote_reads_slower(fou
     assert 1.15 < e["reproduced"] < 1.4
     assert _figure(e, "simulated time, touching and reading on node 1 / first touch on the local node (gem5)") == \
         pytest.approx(1.0, rel=0.02)
+
+
+def test_prefetchers_and_overlap_stats_on_the_miss_overlap_lane(found_gem5, tmp_path):
+    """prefetchers: the L2's streamer (StreamPrefetcher) and adjacent-line prefetcher run the machine's
+    rule; overlap-stats: the L1D's misses made while another was outstanding."""
+    trapline_gem5 = _needs(found_gem5, "prefetchers", "overlap-stats")
+    e = _lane("miss-overlap", trapline_gem5, tmp_path / "results")
+    assert e["status"] == "reproduced", e["status"]
+    per = {g["variant"]: g["counts_per_op"] for g in e["groups"]}
+    ns = {g["variant"]: g["median_ns_per_op"] for g in e["groups"]}
+    # one miss at a time in a dependent chase; two or four chains keep every miss beside another
+    assert per["chase"]["misses_overlapped"] < 0.05
+    assert per["chase2"]["misses_overlapped"] > 0.9 and per["chase4"]["misses_overlapped"] > 0.9
+    assert ns["chase"] / ns["chase4"] == pytest.approx(4, rel=0.2)  # Little's law, 4 chains in 10 MSHRs
+    # a stream's lines come from the L2's streamer (one miss of the L2 in several), a chase's from memory:
+    # nothing a prefetcher fetched helps it
+    assert per["stream"]["l2_misses"] < 0.3 and per["stream"]["hw_prefetches_issued"] > 0.5
+    assert per["chase"]["l2_misses"] > 0.95 and per["chase"]["hw_prefetches_useful"] < 0.01
+    assert ns["stream"] < ns["chase"] / 8
 
 
 def test_sparc_prefetch_a_trap_per_strong_prefetch_of_address_0_and_none_for_weak(found_gem5, tmp_path):

@@ -89,6 +89,10 @@ def make_prefetcher(pf: PrefetcherParams):
         kw.update(prefetch_on_access=True, prefetch_on_pf_hit=False)
     if pf.on_miss:
         kw.update(on_miss=True, prefetch_on_pf_hit=False)
+    if not pf.on_write:
+        # below the L1s a write is an L1's writeback (WritebackDirty): the timing model's prefetchers of a
+        # lower level hear the L1's misses and prefetches only (a store miss arrives as a read, ReadExReq)
+        kw["on_write"] = False
     return cls(**kw)
 
 
@@ -211,14 +215,14 @@ class TraplineCacheHierarchy(AbstractClassicCacheHierarchy):
         # Bottom up: the shared levels, then each core's private ones.
         below_l2 = self.membus
         if p.l3 is not None:
-            self.l3bus = make_xbar(p.cache_bus, snoop_filter_capacity(p, "l3bus", n))
+            self.l3bus = make_xbar(p.l3.bus or p.cache_bus, snoop_filter_capacity(p, "l3bus", n))
             self.l3cache = make_cache(p.l3)
             self.l3bus.mem_side_ports = self.l3cache.cpu_side
             self.l3cache.mem_side = self.membus.cpu_side_ports
             below_l2 = self.l3bus
         shared_l2 = p.l2 is not None and shared_level(p) == "l2"
         l2_count = 0 if p.l2 is None else 1 if shared_l2 else n
-        self.l2buses = [make_xbar(p.cache_bus, snoop_filter_capacity(p, "l2bus", n)) for _ in range(l2_count)]
+        self.l2buses = [make_xbar(p.l2.bus or p.cache_bus, snoop_filter_capacity(p, "l2bus", n)) for _ in range(l2_count)]
         self.l2caches = [make_cache(p.l2) for _ in range(l2_count)]
         for bus, l2 in zip(self.l2buses, self.l2caches):
             bus.mem_side_ports = l2.cpu_side

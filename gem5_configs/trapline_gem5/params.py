@@ -50,7 +50,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Dict, List, Optional
 
 FORMAT = 1
@@ -184,6 +184,7 @@ class PrefetcherParams:
     page_bounded: bool = True
     on_access: bool = False
     on_miss: bool = False
+    on_write: bool = True       # False below the L1s: the L1s' writebacks are not accesses the model's hear
     page_bytes: int = 4096      # the ISA's page (BasePrefetcher.page_bytes)
 
 
@@ -212,6 +213,7 @@ class CacheLevel:
     clusivity: str
     writeback_clean: bool
     prefetchers: List[PrefetcherParams] = field(default_factory=list)
+    bus: Optional["XBarParams"] = None  # below the L1s: the crossbar above this level, its fill path to them
 
 
 @dataclass
@@ -378,7 +380,8 @@ class Gem5Params:
         def cache(c):
             if c is None:
                 return None
-            return CacheLevel(**{**c, "prefetchers": [PrefetcherParams(**p) for p in c.get("prefetchers", [])]})
+            return CacheLevel(**{**c, "prefetchers": [PrefetcherParams(**p) for p in c.get("prefetchers", [])],
+                                 "bus": XBarParams(**c["bus"]) if c.get("bus") is not None else None})
         return cls(
             machine=d["machine"], sets=list(d["sets"]), arch=d["arch"], isa=d["isa"], clock=d["clock"],
             clock_hz=float(d["clock_hz"]), cache_line_size=int(d["cache_line_size"]),
@@ -510,7 +513,13 @@ def from_machine(machine: Any, mem_size: str = MEM_SIZE, changes=()) -> Gem5Para
             write_buffers=WRITE_BUFFERS, replacement_policy="LRURP",
             write_policy="write-back",
             clusivity="mostly_excl" if (inclusion == "exclusive" and lv in ("l2", "l3")) else "mostly_incl",
-            writeback_clean=below_excl)
+            writeback_clean=below_excl,
+            bus=None if lv in ("l1i", "l1d") else
+            replace(CACHE_BUS, width=size_bytes(f"{at}.fill_width") if f"{at}.fill_width" in fields else CACHE_BUS.width))
+        if f"{at}.fill_width" in fields:
+            mapped[f"{at}.fill_width"] = (f"{CACHE_BUS.kind}.width = {levels[lv].bus.width}: the crossbar above this "
+                                          f"level moves that many bytes a cycle to the level above (a line holds it "
+                                          f"{-(-line // levels[lv].bus.width)} cycles)")
         mapped[f"{at}.size"] = f"Cache.size = \"{gem5_size(sz)}\""
         mapped[f"{at}.assoc"] = f"Cache.assoc = {assoc}"
         mapped[f"{at}.latency"] = ("Cache.data_latency (tag_latency = response_latency = 1; data_latency makes "
@@ -572,7 +581,7 @@ def from_machine(machine: Any, mem_size: str = MEM_SIZE, changes=()) -> Gem5Para
                                   distance=int(num(f"{pre}.distance")) if f"{pre}.distance" in fields else 0,
                                   streams=int(num(f"{pre}.streams")) if f"{pre}.streams" in fields else 0,
                                   page_bounded=bounded, on_access=kind == "stream", on_miss=kind == "adjacent-line",
-                                  page_bytes=PAGE_BYTES[isa])
+                                  on_write=lv in ("l1i", "l1d"), page_bytes=PAGE_BYTES[isa])
             levels[lv].prefetchers.append(pf)
             mapped[f"{pre}.degree"] = f"{cls}.degree = {degree} on this cache's prefetcher"
             if f"{pre}.distance" in fields:
@@ -601,7 +610,7 @@ def from_machine(machine: Any, mem_size: str = MEM_SIZE, changes=()) -> Gem5Para
             note(f"caches.{c.level}.latency", f"below gem5's minimum hit of {c.tag_latency} cycle (tag lookup); "
                                               f"runs with {c.data_latency}", value=_get(f"caches.{c.level}.latency"))
     for c in chain:
-        path += up.tag_latency + up.response_latency + CACHE_BUS.request_cycles() + CACHE_BUS.response_cycles(line)
+        path += up.tag_latency + up.response_latency + c.bus.request_cycles() + c.bus.response_cycles(line)
         want = c.latency_cycles - path
         c.data_latency = max(c.tag_latency, want)
         if want < c.tag_latency:

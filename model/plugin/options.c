@@ -54,7 +54,7 @@ static const Opt opts[OPT_COUNT] = {
 
 int fail(const char *fmt, ...)
 {
-    char msg[1024];
+    char msg[4096 + 256]; /* (the valid keys: valid_keys) */
     va_list ap;
     va_start(ap, fmt);
     int n = snprintf(msg, sizeof msg, "trapline-model: ");

@@ -78,6 +78,7 @@ bool ooo_on;
 static uint64_t cpi_q8, lat_q8[5];       /* by level served: [1] L1, [2] L2, [3] L3 */
 static uint64_t cpi_inv;                 /* ceil(2^64 / cpi_q8) where per_cpi divides by multiplying */
 static uint64_t xfer_q8;                 /* one line over one channel */
+static uint64_t path_q8[2];              /* one line over the L2's fill path [0] (to the L1s) and the L3's [1] */
 static uint64_t page_lines_shift;        /* page_shift - l1d_shift */
 static unsigned n_fb, n_sq, n_l3q;
 static uint64_t guest_base;              /* user mode: host address = guest address + guest_base */
@@ -130,6 +131,15 @@ static inline unsigned stream_hash(uint64_t page)
     return (unsigned)((page ^ (page >> 12)) & (STREAM_HASH - 1));
 }
 
+/* A fill path (the L2's to the L1s, the L3's to the L2): the lines it carries last, each the end of its
+ * transfer; a line takes path_q8 and no two overlap. Fills end in any order (an L2 hit after a memory
+ * fill it overtakes), so a new one takes the first gap that fits before or after those in flight. */
+#define PATH_SLOTS 32
+typedef struct {
+    uint64_t end[PATH_SLOTS];
+    unsigned i;
+} Path;
+
 /* The MSHRs of a level: when each frees, a min-heap (h[0]: the one that frees first) */
 typedef struct {
     uint64_t h[MAX_SLOTS];
@@ -140,6 +150,7 @@ struct Timing {
     uint64_t now_q8;                 /* T at the last event */
     Pool fb, sq, l3q;                /* the L1D's (line fill buffers), the L2's and the L3's MSHRs */
     uint64_t chan[MAX_CHAN];
+    Path path[2];                    /* the L2's fill path (to this core's L1s), the L3's (to its L2) */
     struct { uint64_t insn, load, done; } rob[ROBQ];
     unsigned rob_head, rob_n;
     struct { uint64_t store, commit; } sbq[SBQ];
@@ -167,6 +178,8 @@ void timing_install(void)
     if (!ooo_on)
         return;
     cpi_q8 = (uint64_t)llround(cfg.cpi * Q1);
+    path_q8[0] = cfg.l2_fill_width ? ((uint64_t)cfg.l1d_line << Q) / cfg.l2_fill_width : 0;
+    path_q8[1] = cfg.l3_fill_width && have_l3 ? ((uint64_t)cfg.l1d_line << Q) / cfg.l3_fill_width : 0;
     cpi_inv = cpi_q8 >= 2 && cpi_q8 < (1u << 16) ? (uint64_t)(((__uint128_t)1 << 64) / cpi_q8) + 1 : 0;
     lat_q8[1] = cfg.l1d_lat << Q;
     lat_q8[2] = cfg.l2_lat << Q;
@@ -334,6 +347,25 @@ static inline void pool_take(Pool *p, uint64_t done)
     p->h[i] = done;
 }
 
+/* The end of a transfer of q (Q8) over path p that would end at `done` were the path free: the first end
+ * at or after it whose transfer overlaps none of the ones the path holds */
+static uint64_t path_take(Path *p, uint64_t q, uint64_t done)
+{
+    for (int moved = 1; moved;) {
+        moved = 0;
+        for (unsigned k = 0; k < PATH_SLOTS; k++) {
+            uint64_t e = p->end[k];
+            if (e && done < e + q && e < done + q) { /* [done - q, done) meets [e - q, e) */
+                done = e + q;
+                moved = 1;
+            }
+        }
+    }
+    p->end[p->i] = done;
+    p->i = (p->i + 1) % PATH_SLOTS;
+    return done;
+}
+
 /* A fill of `line` from level lvl (2, 3, 4 = memory with latency mem_q8)
  * asked for at `start`: the MSHRs it takes, the channel; returns when the
  * line is there. l1: it takes an L1D MSHR too (a demand miss, an L1
@@ -358,6 +390,11 @@ static uint64_t fill(VCpu *v, uint64_t line, int lvl, uint64_t mem_q8, uint64_t 
     }
     if (done < not_before)
         done = not_before;
+    /* the line crosses the L3's fill path (from the L3 or memory into the L2), then the L2's (into the L1) */
+    if (lvl >= 3 && path_q8[1])
+        done = path_take(&t->path[1], path_q8[1], done);
+    if (l1 && lvl >= 2 && path_q8[0])
+        done = path_take(&t->path[0], path_q8[0], done);
     if (l1)
         pool_take(&t->fb, done);
     if (lvl >= 3)

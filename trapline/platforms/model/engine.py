@@ -45,7 +45,8 @@ UNUSED_IN_GUEST = frozenset({"traps.cost", "windows.spill_fill_cost"})
 # the plugin's options that only an out-of-order core's timeline reads (model/plugin/timing.c): on an
 # in-order machine the fields behind them (its store buffer, MSHRs, prefetchers, memory channels) are
 # not read
-OOO_ONLY = ("rob", "lq", "sb", "l1d_mshrs", "l2_mshrs", "l3_mshrs", "mem_channels", "mem_width", "mem_rate")
+OOO_ONLY = ("rob", "lq", "sb", "l1d_mshrs", "l2_mshrs", "l3_mshrs", "l2_fill_width", "l3_fill_width", "mem_channels",
+            "mem_width", "mem_rate")
 
 
 def unused_fields(m: machines.Machine, guest: bool = False) -> frozenset[str]:
