@@ -92,22 +92,23 @@ def parse_size(text: Any, where: str = "size") -> int:
     return int(b)
 
 
+def _positive(text: Any, where: str, kind: str, units: dict, si: str) -> float:
+    """A quantity of `kind` above 0 in its SI unit `si`, e.g. '1.2GHz' -> 1.2e9 (Hz)."""
+    num, unit = _quantity(text, kind, list(units), where)
+    v = _finite(num * units.get(unit, 1.0), text, where, si)
+    if v <= 0:
+        raise MachineError(f"{where}: needs to be above 0 {si} (got {text})")
+    return v
+
+
 def parse_freq(text: Any, where: str = "clock") -> float:
     """'1.2GHz' -> 1.2e9 (Hz)."""
-    num, unit = _quantity(text, "frequency", list(FREQ_UNITS), where)
-    hz = _finite(num * FREQ_UNITS.get(unit, 1.0), text, where, "Hz")
-    if hz <= 0:
-        raise MachineError(f"{where}: needs to be above 0 Hz (got {text})")
-    return hz
+    return _positive(text, where, "frequency", FREQ_UNITS, "Hz")
 
 
 def parse_rate(text: Any, where: str = "rate") -> float:
     """'1600MT/s' -> 1.6e9 (transfers per second)."""
-    num, unit = _quantity(text, "rate", list(RATE_UNITS), where)
-    rate = _finite(num * RATE_UNITS.get(unit, 1.0), text, where, "T/s")
-    if rate <= 0:
-        raise MachineError(f"{where}: needs to be above 0 T/s (got {text})")
-    return rate
+    return _positive(text, where, "rate", RATE_UNITS, "T/s")
 
 
 def parse_time(text: Any, clock_hz: float, where: str = "time") -> float:
