@@ -153,6 +153,16 @@ def test_bad_fields_are_named(tmp_path, x86, mutate, expected):
     (["caches.l1d.line=48B"], "caches.l1d.line needs to be a power of two (got 48B)"),
     (["caches.l1d.line=32"], "caches.l1d.line: '32' needs a unit"),
     (["tlb.dtlb.assoc=3"], "tlb.dtlb.entries needs to be a multiple of its associativity (got 64 entries, assoc 3)"),
+    # the time fields: a prefetcher kind, a window, fill buffers, a bandwidth without its unit
+    (["caches.l2.prefetch.bogus.degree=1"], "--set caches.l2.prefetch.bogus.degree: unknown field 'bogus' under "
+                                            "caches.l2.prefetch; valid fields: adjacent-line, claim, ip-stride, next-line"),
+    (["core.kind=superscalar"], "core.kind: 'superscalar' is not valid; choose one of: out-of-order, in-order"),
+    (["core.rob=0"], "core.rob needs to be a whole number, at least 1 (got 0)"),
+    (["core.rob=100000"], "core.rob: 100000 is out of range for the model (rob=100000); valid: from 0 to 4096 entries"),
+    (["caches.l1d.mshrs=0"], "caches.l1d.mshrs needs to be a whole number, at least 1 (got 0)"),
+    (["memory.transfer_rate=1600"], "memory.transfer_rate: '1600' needs a unit; valid units: T/s, kT/s, MT/s, GT/s"),
+    (["caches.l2.fill_width=32"], "caches.l2.fill_width: '32' needs a unit; valid units: B, kB"),
+    (["caches.l2.fill_width=0B"], "caches.l2.fill_width needs to be at least 1B"),
 ])
 def test_bad_sets_are_named(sets, expected):
     with pytest.raises(M.MachineError) as ei:

@@ -302,6 +302,9 @@ def core_has_what_its_kind_needs(m: _Machine) -> list[str]:
     for lvl, c in m.data["caches"].items():
         if "mshrs" in c:
             whole(f"caches.{lvl}.mshrs", 1)
+        if "fill_width" in c and m.q.bytes(f"caches.{lvl}.fill_width") < 1:
+            errs.append(f"caches.{lvl}.fill_width needs to be at least 1B: the bytes a cycle this level returns to "
+                        f"the one above (got {m.raw(f'caches.{lvl}.fill_width')})")
         for kind in PREFETCH_KINDS:
             if kind in c.get("prefetch", {}) and not ooo and m.raw(f"caches.{lvl}.prefetch.{kind}.degree"):
                 errs.append(f"caches.{lvl}.prefetch.{kind}: hardware prefetchers run on an out-of-order core's "
