@@ -131,13 +131,14 @@ static inline unsigned stream_hash(uint64_t page)
     return (unsigned)((page ^ (page >> 12)) & (STREAM_HASH - 1));
 }
 
-/* A fill path (the L2's to the L1s, the L3's to the L2): the lines it carries last, each the end of its
- * transfer; a line takes path_q8 and no two overlap. Fills end in any order (an L2 hit after a memory
- * fill it overtakes), so a new one takes the first gap that fits before or after those in flight. */
+/* A fill path (the L2's to the L1s, the L3's to the L2): the ends of the last transfers it carries, in
+ * ascending order; a line takes path_q8 and no two overlap. Fills end in any order (an L2 hit after a
+ * memory fill it overtakes), so a new one takes the first gap that fits at or after its own end; the
+ * earliest end leaves when PATH_SLOTS are held. */
 #define PATH_SLOTS 32
 typedef struct {
     uint64_t end[PATH_SLOTS];
-    unsigned i;
+    unsigned n;
 } Path;
 
 /* The MSHRs of a level: when each frees, a min-heap (h[0]: the one that frees first) */
@@ -348,21 +349,37 @@ static inline void pool_take(Pool *p, uint64_t done)
 }
 
 /* The end of a transfer of q (Q8) over path p that would end at `done` were the path free: the first end
- * at or after it whose transfer overlaps none of the ones the path holds */
-static uint64_t path_take(Path *p, uint64_t q, uint64_t done)
+ * at or after it whose transfer overlaps none of the ones the path holds. One pass over the ends in
+ * ascending order finds it (a transfer moved past one end can only meet later ones). `horizon`: no
+ * fill from now on ends before it (the clock plus the path's shortest latency). */
+static uint64_t path_take(Path *p, uint64_t q, uint64_t done, uint64_t horizon)
 {
-    for (int moved = 1; moved;) {
-        moved = 0;
-        for (unsigned k = 0; k < PATH_SLOTS; k++) {
-            uint64_t e = p->end[k];
-            if (e && done < e + q && e < done + q) { /* [done - q, done) meets [e - q, e) */
-                done = e + q;
-                moved = 1;
-            }
-        }
+    /* the transfers that end by `horizon` - q leave: no fill from now on ends before horizon, so none
+     * can meet them */
+    unsigned n = p->n, gone = 0;
+    while (gone < n && p->end[gone] + q <= horizon)
+        gone++;
+    if (gone) {
+        n -= gone;
+        memmove(p->end, p->end + gone, n * sizeof p->end[0]);
     }
-    p->end[p->i] = done;
-    p->i = (p->i + 1) % PATH_SLOTS;
+    if (n && done < p->end[n - 1] + q) /* not after every transfer held: find the gap */
+        for (unsigned k = 0; k < n; k++) {
+            uint64_t e = p->end[k];
+            if (done < e + q && e < done + q) /* [done - q, done) meets [e - q, e) */
+                done = e + q;
+        }
+    if (n == PATH_SLOTS) { /* the earliest end leaves */
+        memmove(p->end, p->end + 1, (PATH_SLOTS - 1) * sizeof p->end[0]);
+        n--;
+    }
+    unsigned k = n;
+    while (k && p->end[k - 1] > done) {
+        p->end[k] = p->end[k - 1];
+        k--;
+    }
+    p->end[k] = done;
+    p->n = n + 1;
     return done;
 }
 
@@ -392,9 +409,9 @@ static uint64_t fill(VCpu *v, uint64_t line, int lvl, uint64_t mem_q8, uint64_t 
         done = not_before;
     /* the line crosses the L3's fill path (from the L3 or memory into the L2), then the L2's (into the L1) */
     if (lvl >= 3 && path_q8[1])
-        done = path_take(&t->path[1], path_q8[1], done);
+        done = path_take(&t->path[1], path_q8[1], done, t->now_q8 + lat_q8[3]);
     if (l1 && lvl >= 2 && path_q8[0])
-        done = path_take(&t->path[0], path_q8[0], done);
+        done = path_take(&t->path[0], path_q8[0], done, t->now_q8 + lat_q8[2]);
     if (l1)
         pool_take(&t->fb, done);
     if (lvl >= 3)
