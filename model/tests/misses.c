@@ -68,7 +68,9 @@ int main(int argc, char **argv)
             sum += w[(((size_t)i * 64 + i / (LINES / 64)) % LINES) * (LINE / 8) + 3];
         for (uint32_t i = 0; i < LINES; i++) /* a store stream */
             ((uint64_t *)buf)[(size_t)i * (LINE / 8) + 4] = i;
-        sum += (uintptr_t)p ^ (uintptr_t)q0 ^ (uintptr_t)q1 ^ (uintptr_t)q2 ^ (uintptr_t)q3;
+        /* where the chases ended, as node numbers (the same under any loader and allocator) */
+        sum += (uint64_t)(p - buf) ^ (uint64_t)(q0 - buf) ^ (uint64_t)(q1 - buf) ^ (uint64_t)(q2 - buf) ^
+               (uint64_t)(q3 - buf);
     }
     printf("%llu\n", (unsigned long long)sum);
     return 0;
