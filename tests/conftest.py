@@ -35,6 +35,13 @@ def results_dir(tmp_path, monkeypatch):
     return d
 
 
+# --set pairs that turn off every hardware prefetcher of x86-2012-server, on both simulators: the side
+# by side of counts then compares two LRU caches of one shape on the same accesses (the prefetchers'
+# own timing is miss-overlap's subject)
+NO_PREFETCH = ["caches.l1d.prefetch.next-line.degree=0", "caches.l1d.prefetch.ip-stride.degree=0",
+               "caches.l2.prefetch.stream.degree=0", "caches.l2.prefetch.adjacent-line.degree=0"]
+
+
 def trapline(*args, env=None, timeout=600, **kw):
     """Run the CLI as a user would (python -m trapline, i.e. what run.sh execs)."""
     e = dict(os.environ)

@@ -28,7 +28,7 @@ from trapline.platforms.gem5 import binary, run, stats
 from trapline.platforms.gem5.engine import Gem5Engine
 from trapline.platforms.model.counters import COUNTERS as MODEL_COUNTERS
 
-from conftest import ROOT
+from conftest import NO_PREFETCH, ROOT
 
 sys.path.insert(0, str(ROOT / "gem5_configs"))
 from trapline_gem5 import params as P  # noqa: E402
@@ -364,10 +364,6 @@ def test_a_thread_needs_a_core(gem5_binary):
     out = kernelio.parse(two.stdout)
     assert _gem5().engine(m, "se").pair(out, two.regions, "stl") is None and len(out.samples) == 1
     assert any(c["value"] == "ok" for c in out.checks)
-
-
-NO_PREFETCH = ("caches.l1d.prefetch.next-line.degree=0", "caches.l1d.prefetch.ip-stride.degree=0",
-               "caches.l2.prefetch.stream.degree=0", "caches.l2.prefetch.adjacent-line.degree=0")
 
 
 def _per_op(out, prefix, name):

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import trapline
+from conftest import NO_PREFETCH, trapline
 from test_10_experiments import GOOD, _write
 from trapline import analysis, experiment, kernelio
 from trapline.entry import Entry
@@ -32,10 +32,6 @@ CHROMIUM = shutil.which("chromium")
 # rows of 4 KiB: a column walk takes a DTLB miss per store, what makes column order clearly slower on
 # an out-of-order core (at 128x128 its line misses overlap and the model gives 1.7x)
 SIZE = {"rows": "128", "cols": "1024"}
-# the machine without its hardware prefetchers, on both simulators: the side by side of counts
-# compares two LRU caches of one shape (the prefetchers' own timing is miss-overlap's subject)
-NO_PREFETCH = ("caches.l1d.prefetch.next-line.degree=0", "caches.l1d.prefetch.ip-stride.degree=0",
-               "caches.l2.prefetch.stream.degree=0", "caches.l2.prefetch.adjacent-line.degree=0")
 # what gem5's platform writes into a run's manifest (Platform.report_facts), as the gem5
 # platform module declares it (name gem5, label gem5, column 40, times predicted)
 GEM5_FACTS = {"label": "gem5", "column": 40, "modelled": True, "lines": []}

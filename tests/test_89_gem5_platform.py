@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, dask, free_port, trapline, wait_listening
+from conftest import NO_PREFETCH, ROOT, dask, free_port, trapline, wait_listening
 from trapline.platforms.gem5 import binary
 
 TINY = ["--set", "rows=128", "--set", "cols=512"]
@@ -93,9 +93,12 @@ def test_loop_order_lane_runs_in_gem5(loop_order_run):
     assert f["deterministic"] is True
     assert len(f["runs"]) == 2 and all(len(r["config_sha256"]) == 64 and r["cores"] == 1 for r in f["runs"])
     figs = {x["name"]: x["value"] for x in e["figures"]}
-    # row order: one miss per 64-byte line of 16 ints; column order: every access a new line
-    assert figs["L1D misses per element, row order"] == pytest.approx(1 / 16, rel=0.1)
-    assert figs["L1D misses per element, column order"] >= 0.9
+    # row order: at most one miss per 64-byte line of 16 ints, the L1D's next-line prefetcher taking
+    # most; column order: every access a new line 2 KiB on, the page-bounded stride prefetcher at most
+    # every other one (the caches alone, one miss per line: test_gem5_and_the_model_agree_... below)
+    row, column = figs["L1D misses per element, row order"], figs["L1D misses per element, column order"]
+    assert 0 < row <= 1 / 16 * 1.05
+    assert column >= 0.45 and column > 5 * row
 
 
 def test_manifest_records_gem5_and_every_config(loop_order_run, gem5_binary):
@@ -154,9 +157,12 @@ def test_split_lock_on_stock_gem5_locks_each_line_and_has_no_cliff():
 ], ids=["loop-order", "malloc-chunk-chase"])
 def test_gem5_and_the_model_agree_on_l1d_misses_per_operation(gem5_binary, runs):
     """Both simulators' L1Ds are 32 KiB 8-way LRU caches of 64-byte lines (x86-2012-server),
-    so on the same kernel their L1D misses per operation agree within 25%."""
+    so on the same kernel, the prefetchers off (NO_PREFETCH: whether a prefetch comes in time is
+    timing, miss-overlap's subject), their L1D misses per operation agree within 25%."""
+    from trapline import machine
     from trapline.platforms.gem5 import compare
-    rows = compare.compare("x86-2012-server", runs, ["o3"], gem5=gem5_binary, log=lambda s: None)
+    rows = compare.compare("x86-2012-server", runs, ["o3"], gem5=gem5_binary, log=lambda s: None,
+                           sets=[machine.pair(s) for s in NO_PREFETCH])
     by = {(r["group"], r["sim"]): r for r in rows}
     groups = sorted({g for g, _ in by})
     assert groups and all((g, "model") in by and (g, "gem5-o3") in by for g in groups), sorted(by)
@@ -164,6 +170,11 @@ def test_gem5_and_the_model_agree_on_l1d_misses_per_operation(gem5_binary, runs)
         model, gem5 = by[(g, "model")]["l1d_misses"], by[(g, "gem5-o3")]["l1d_misses"]
         assert model > 0 and gem5 > 0, (g, model, gem5)
         assert abs(gem5 / model - 1) <= 0.25, f"{g}: gem5 {gem5:.4g} vs model {model:.4g} L1D misses per op"
+        # row order: one miss per 64-byte line of 16 ints; column order (rows of 1 KiB): every access a new line
+        if g.startswith("row"):
+            assert model == pytest.approx(1 / 16, rel=0.1) and gem5 == pytest.approx(1 / 16, rel=0.1), (model, gem5)
+        if g.startswith("column"):
+            assert model >= 0.9 and gem5 >= 0.9, (model, gem5)
 
 
 # ------------------------------------------------ a sweep on a real Dask scheduler and workers

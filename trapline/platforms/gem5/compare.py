@@ -52,15 +52,16 @@ def _label(s: dict) -> str:
     return " ".join([s.get("variant", "")] + [f"{k}={v}" for k, v in s.items() if k not in kernelio.SAMPLE_KEYS])
 
 
-def compare(machine: str, runs: list[str], cpus: list[str], gem5=None, log=print) -> list[dict]:
+def compare(machine: str, runs: list[str], cpus: list[str], gem5=None, log=print, sets=()) -> list[dict]:
     """One row per sample group and simulator: {"group", "sim", "ns_per_op", "<suffix>": per op, "seconds"}.
-    Each simulator is its engine (trapline/platforms/engine.py), as in an experiment's lanes."""
+    Each simulator is its engine (trapline/platforms/engine.py), as in an experiment's lanes; sets are
+    the machine's (path, value) overrides, as `--set` gives them (machine.pair)."""
     from trapline.context import RunContext
     from trapline.platforms.gem5 import Gem5Platform
     from trapline.platforms.gem5.engine import Gem5Engine
     from trapline.platforms.model import ModelPlatform
     from trapline.platforms.model.engine import ModelEngine
-    m = machines.load(machine)
+    m = machines.load(machine, sets=list(sets))
     arch = m.arch
     arch_table.get(arch)
     default, flavoured = build.build(arch), build.build(arch, flavour="gem5")
@@ -107,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--machine", required=True)
     ap.add_argument("--cpu", action="append", help=f"gem5 CPU model(s): {', '.join(run.CPUS)} (default o3)")
     ap.add_argument("--gem5", help="the gem5 binary (default: GEM5, then gem5.opt on PATH)")
+    ap.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
+                    help="override a machine field on both simulators, e.g. caches.l1d.prefetch.next-line.degree=0")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("runs", nargs="+", metavar="RUN", help='"EXPERIMENT/BINARY key=value ..."')
     a = ap.parse_args(argv)
@@ -115,7 +118,9 @@ def main(argv: list[str] | None = None) -> int:
         cpus = a.cpu or [run.DEFAULT_CPU]
         for c in cpus:
             run.check_cpu(c)
-        rows = compare(a.machine, a.runs, cpus, binary.find(a.gem5), log=lambda s: print(s, file=sys.stderr))
+        sets = [machines.pair(s) for s in a.set]
+        rows = compare(a.machine, a.runs, cpus, binary.find(a.gem5), log=lambda s: print(s, file=sys.stderr),
+                       sets=sets)
         print(json.dumps(rows, indent=1) if a.json else table(rows))
     return cli_status(go)
 
