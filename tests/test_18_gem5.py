@@ -409,24 +409,15 @@ def test_gem5_and_the_model_agree_on_l1d_misses(gem5_binary, kernel, runs):
         assert all(abs(i5[k] / im[k] - 1) < 0.01 for k in i5), (i5, im)
 
 
-def test_compare_runs_a_lanes_runs_and_refuses_bad_input_in_one_line():
-    """compare --lane EXPERIMENT takes the runs of the experiment's gem5 lane with its arguments as
-    the lane gives them (full, or quick with quick=1); a bad experiment, one without a gem5 lane
-    or no run at all is one line and exit 2, before anything runs."""
+
+def test_compare_checks_the_machine_and_its_sets_before_looking_for_gem5():
+    """compare with a bad --set is one line naming the field and exit 2, before gem5 is looked for
+    (here there is none)."""
     import subprocess
-    import yaml
-    from trapline.platforms.gem5 import compare
-    lane = yaml.safe_load((ROOT / "kernels" / "loop-order" / "experiment.yaml").read_text())["platforms"]["gem5"]
-    want = [" ".join([f"loop-order/{r['binary']}"] + [f"{k}={v}" for k, v in r["args"].items()]) for r in lane["runs"]]
-    assert compare.lane_runs("loop-order") == want
-    quick = compare.lane_runs("loop-order", quick=True)
-    assert all(q.endswith(" quick=1") and f"rows={lane['runs'][0]['quick']['rows']}" in q for q in quick), quick
-    py = [sys.executable, "-m", "trapline.platforms.gem5.compare", "--machine", "x86-2012-server"]
-    for args, words in ((["--lane", "nope"], ["unknown experiment 'nope'", "loop-order"]),
-                        ([], ["give a RUN or --lane EXPERIMENT"]),
-                        (["--lane", "loop-order", "--set", "caches.l1d.prefetch.next-line.kind=9"], ["caches.l1d"])):
-        r = subprocess.run(py + args, cwd=ROOT, capture_output=True, text=True, timeout=120,
-                           env={**os.environ, "GEM5": "/no/such/gem5"})
-        lines = r.stderr.strip().splitlines()
-        assert r.returncode == 2 and len(lines) == 1, (args, r.returncode, r.stderr)
-        assert all(w in lines[0] for w in words), (args, lines)
+    py = [sys.executable, "-m", "trapline.platforms.gem5.compare", "--machine", "x86-2012-server",
+          "--set", "caches.l1d.prefetch.next-line.kind=9", "loop-order/loop-order variant=row"]
+    r = subprocess.run(py, cwd=ROOT, capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "GEM5": "/no/such/gem5"})
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, (r.returncode, r.stderr)
+    assert "caches.l1d.prefetch.next-line.kind" in lines[0] and "degree" in lines[0], lines

@@ -7,8 +7,8 @@ operation both simulators produce (gem5_* beside model_*, by suffix).
         "loop-order/loop-order variant=column rows=512 cols=512 reps=2 warmup=1"
 
 Each RUN is a kernel binary (EXPERIMENT/BINARY, as in the experiment files)
-and its arguments; `--lane EXPERIMENT` adds the runs of that experiment's gem5
-lane (`--quick`: with their quick sizes), `--set` changes the machine on both. The model runs the default build (its region markers are
+and its arguments (an experiment's gem5 lane lists its own under `runs:`);
+`--set` changes the machine on both simulators. The model runs the default build (its region markers are
 NOPs it recognises), gem5 the gem5 flavour (the same markers as m5 ops); the
 code between the markers is the same source. Figures: docs/gem5.md. --json
 prints the rows as JSON.
@@ -24,7 +24,7 @@ import sys
 import time
 
 from trapline import arch as arch_table, build, kernelio, machine as machines
-from trapline.errors import RunFailed, UsageError
+from trapline.errors import RunFailed
 from trapline.platforms.gem5 import binary, run
 from trapline.platforms.gem5.machine_json import cli_status
 
@@ -93,18 +93,6 @@ def compare(machine: str, runs: list[str], cpus: list[str], gem5=None, log=print
     return rows
 
 
-def lane_runs(exp_id: str, quick: bool = False) -> list[str]:
-    """The RUNs of an experiment's gem5 lane, as its lane runs them (kernelargs.kernel_args)."""
-    from types import SimpleNamespace
-    from trapline import experiment, kernelargs
-    exp = experiment.get(exp_id)
-    if "gem5" not in exp.platforms:
-        raise UsageError(f"--lane {exp_id}: this experiment has no gem5 lane")
-    ctx = SimpleNamespace(quick=quick)
-    return [shlex.join([f"{exp_id}/{r['binary']}", *kernelargs.kernel_args(ctx, exp, r, {})])
-            for r in exp.platform("gem5")["runs"]]
-
-
 def table(rows: list[dict]) -> str:
     head = ["group", "sim", "ns/op"] + [s + "/op" for s in SUFFIXES] + ["wall s"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -123,11 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gem5", help="the gem5 binary (default: GEM5, then gem5.opt on PATH)")
     ap.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
                     help="override a machine field on both simulators, e.g. caches.l1d.prefetch.next-line.degree=0")
-    ap.add_argument("--lane", action="append", default=[], metavar="EXPERIMENT",
-                    help="the runs of this experiment's gem5 lane (full sizes; --quick: quick)")
-    ap.add_argument("--quick", action="store_true", help="with --lane: the lane's quick sizes")
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("runs", nargs="*", metavar="RUN", help='"EXPERIMENT/BINARY key=value ..."')
+    ap.add_argument("runs", nargs="+", metavar="RUN", help='"EXPERIMENT/BINARY key=value ..."')
     a = ap.parse_args(argv)
 
     def go():
@@ -135,11 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         for c in cpus:
             run.check_cpu(c)
         sets = [machines.pair(s) for s in a.set]
-        runs = list(a.runs) + [r for e in a.lane for r in lane_runs(e, a.quick)]
-        if not runs:
-            raise UsageError("give a RUN or --lane EXPERIMENT")
         machines.load(a.machine, sets=sets)  # a bad machine or --set: its line before gem5 is looked for
-        rows = compare(a.machine, runs, cpus, binary.find(a.gem5), log=lambda s: print(s, file=sys.stderr),
+        rows = compare(a.machine, a.runs, cpus, binary.find(a.gem5), log=lambda s: print(s, file=sys.stderr),
                        sets=sets)
         print(json.dumps(rows, indent=1) if a.json else table(rows))
     return cli_status(go)
