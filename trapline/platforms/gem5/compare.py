@@ -56,17 +56,18 @@ def _label(s: dict) -> str:
 def compare(machine: str, runs: list[str], cpus: list[str], gem5=None, log=print, sets=()) -> list[dict]:
     """One row per sample group and simulator: {"group", "sim", "ns_per_op", "<suffix>": per op, "seconds"}.
     Each simulator is its engine (trapline/platforms/engine.py), as in an experiment's lanes; sets are
-    the machine's (path, value) overrides, as `--set` gives them (machine.pair)."""
+    the machine's (path, value) overrides, as `--set` gives them (machine.pair); gem5 is the --gem5
+    value, found as binary.find finds it."""
     from trapline.context import RunContext
     from trapline.platforms.gem5 import Gem5Platform
     from trapline.platforms.gem5.engine import Gem5Engine
     from trapline.platforms.model import ModelPlatform
     from trapline.platforms.model.engine import ModelEngine
-    m = machines.load(machine, sets=list(sets))
+    m = machines.load(machine, sets=list(sets))  # a bad machine or --set: its line before gem5 is looked for
+    gem5 = binary.find(gem5)
     arch = m.arch
     arch_table.get(arch)
     default, flavoured = build.build(arch), build.build(arch, flavour="gem5")
-    gem5 = gem5 or binary.find()
     ctx = RunContext.make(log=log)
     model, gem5_platform = ModelPlatform(ctx), Gem5Platform(ctx)
     rows = []
@@ -119,10 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         cpus = a.cpu or [run.DEFAULT_CPU]
         for c in cpus:
             run.check_cpu(c)
-        sets = [machines.pair(s) for s in a.set]
-        machines.load(a.machine, sets=sets)  # a bad machine or --set: its line before gem5 is looked for
-        rows = compare(a.machine, a.runs, cpus, binary.find(a.gem5), log=lambda s: print(s, file=sys.stderr),
-                       sets=sets)
+        rows = compare(a.machine, a.runs, cpus, a.gem5, log=lambda s: print(s, file=sys.stderr),
+                       sets=[machines.pair(s) for s in a.set])
         print(json.dumps(rows, indent=1) if a.json else table(rows))
     return cli_status(go)
 
