@@ -9,7 +9,8 @@ in its time (bus-lock), every memory read of a buffer touched on node 0 served b
 address 0 at the machine's trap cost and none for a weak one (sparc-prefetch); a misaligned
 SPARC load or store of every size traps once and is completed as Linux's fixup would, and
 sparc-misalign-trap's trap variant runs at the machine's traps.cost per trap
-(sparc-unaligned-trap). Skipped, naming the change and `./run.sh gem5 build`, where the gem5
+(sparc-unaligned-trap); the build has no Ruby and gem5's standard library runs on it, while a
+Ruby protocol is still refused (lean-build). Skipped, naming the change and `./run.sh gem5 build`, where the gem5
 found lacks it.
 
 With the stock gem5 in ../shared/gem5 (always, when it is there): those three lanes are
@@ -84,6 +85,34 @@ def test_with_a_stock_gem5_the_lanes_that_need_changes_say_how_to_get_them(stock
         why = json.dumps(e)
         assert "./run.sh gem5 build" in why and all(n in why for n in needs), exp_id
         assert "a stock gem5" in why
+
+
+# ------------------------------------------------------------------ lean-build
+
+REQUIRES_PROBE = """
+from gem5.coherence_protocol import CoherenceProtocol
+from gem5.isas import ISA
+from gem5.utils.requires import requires
+requires(isa_required=ISA.X86)
+print("ISA-ACCEPTED", flush=True)
+try:
+    requires(coherence_protocol_required=CoherenceProtocol.MESI_TWO_LEVEL)
+    print("PROTOCOL-ACCEPTED", flush=True)
+except Exception as e:
+    print("PROTOCOL-REFUSED", type(e).__name__, e, flush=True)
+"""
+
+
+def test_a_build_without_ruby_runs_the_stdlib_and_still_refuses_a_ruby_protocol(found_gem5, tmp_path):
+    trapline_gem5 = _needs(found_gem5, "lean-build")
+    assert found_gem5[1]["protocol"] == "", found_gem5[1]
+    script = tmp_path / "requires_probe.py"
+    script.write_text(REQUIRES_PROBE)
+    r = subprocess.run([str(trapline_gem5), "-q", f"--outdir={tmp_path / 'm5out'}", str(script)],
+                       capture_output=True, text=True, timeout=120)
+    assert "ISA-ACCEPTED" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "PROTOCOL-ACCEPTED" not in r.stdout
+    assert "PROTOCOL-REFUSED NotImplementedError Protocol '' not recognized." in r.stdout, r.stdout[-2000:]
 
 
 # ------------------------------------------------------------------ sparc-glibc

@@ -79,10 +79,10 @@ SHARED_SOURCE = ("gem5", "gem5-v24.0.0.1-src.tar.xz")   # in ../shared/ (paths.s
 CHANGES_DIR = Path(os.environ.get("TRAPLINE_GEM5_CHANGES") or ROOT / "gem5_configs" / "changes")
 VARIANT = "X86_SPARC"
 TARGET = f"build/{VARIANT}/gem5.opt"
-# gem5's Kconfig choices (what ../shared/gem5's stock binary was built with: Ruby with
-# MESI_Two_Level, because gem5's stdlib refuses a build without a Ruby protocol)
-CONFIG = "RUBY=y\nRUBY_PROTOCOL_MESI_TWO_LEVEL=y\nBUILD_ISA=y\nUSE_SPARC_ISA=y\nUSE_X86_ISA=y\n"
-SETCONFIG = ("USE_SYSTEMC=n",)
+# gem5's Kconfig choices: X86 and SPARC, without Ruby (trapline's configurations use the classic
+# caches; the change lean-build lets gem5's stdlib run on such a build), SystemC or the KVM CPU
+CONFIG = "BUILD_ISA=y\nUSE_SPARC_ISA=y\nUSE_X86_ISA=y\n"
+SETCONFIG = ("USE_SYSTEMC=n", "USE_KVM=n")
 # what the build runs, and the Debian package of each (run.sh installs them for `gem5 build`)
 BUILD_TOOLS = {"scons": "scons", "m4": "m4", "g++": "g++", "python3-config": "python3-dev",
                "protoc": "protobuf-compiler", "pkg-config": "pkg-config", "patch": "patch"}
