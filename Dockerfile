@@ -26,20 +26,27 @@ ARG BASE=debian:bookworm-20251229@sha256:4216e8fe27fdd803d2822d08ed9de39825a41a4
 ARG GEM5=
 
 # ---- trapline's gem5 (`./run.sh gem5 build`, trapline/platforms/gem5/from_source.py).
-# The stage copies only what the build reads: the builder and the four modules it
-# imports, the changes, and the release source (gem5-src/ in the build context,
-# git-ignored: docs/docker.md; without it the builder clones gem5's repository at
-# the release tag). Its layer is cached as long as those do not change (a plain RUN, no
-# BuildKit cache mount: the legacy builder has none; the build tree is removed at the
-# end of the step). With GEM5 set (a path, or none) the stage builds nothing.
+# First what the build reads and nothing else: the builder and the modules it imports,
+# the changes without their READMEs, and the release source (gem5-src/ in the build
+# context, git-ignored: docs/docker.md; without it the builder clones gem5's repository
+# at the release tag). run.sh comes along only so that the COPY never copies nothing,
+# and goes again. COPY --from's cache key is the content it copies, so an edit to a
+# README or to run.sh leaves the build's layer below cached; an edit to a patch, an
+# extras file or the builder rebuilds gem5 (a plain RUN, no BuildKit cache mount: the
+# legacy builder has none; the build tree is removed at the end of the step).
+FROM ${BASE} AS gem5-inputs
+COPY trapline/__init__.py trapline/errors.py trapline/paths.py trapline/proc.py trapline/results.py /in/trapline/
+COPY trapline/platforms/gem5/from_source.py /in/trapline/platforms/gem5/
+COPY gem5_configs/changes/ /in/gem5_configs/changes/
+COPY run.sh gem5-src* /in/gem5-src/
+RUN find /in/gem5_configs/changes -name README.md -delete && rm /in/gem5-src/run.sh
+
+# The build itself. With GEM5 set (a path, or none) it builds nothing.
 FROM ${BASE} AS gem5
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG GEM5
 WORKDIR /opt/trapline
-COPY trapline/__init__.py trapline/errors.py trapline/paths.py trapline/proc.py trapline/results.py trapline/
-COPY trapline/platforms/gem5/from_source.py trapline/platforms/gem5/
-COPY gem5_configs/changes/ gem5_configs/changes/
-COPY run.sh gem5-src* gem5-src/
+COPY --from=gem5-inputs /in/ ./
 RUN mkdir -p /opt/gem5 \
     && if [ -z "$GEM5" ]; then \
          apt-get update -qq \

@@ -409,3 +409,42 @@ def test_simulate_with_a_mounted_machine_description(image, tmp_path):
     assert out["stats"]["options"]["l1d_size"] == 16384
     assert out["stats"]["total"]["instructions"] > 10000
     assert "8386560" in r.stderr  # the program's own output (sum of 0..4095)
+
+
+def _gem5_stage_build(ctx: Path) -> str:
+    r = _run(["docker", "build", "--network", "host", "--build-arg", f"BASE={BASE}", "--build-arg", "GEM5=none",
+              "--target", "gem5", "-t", "trapline-gem5-stage:test", str(ctx)], 1800)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    return r.stdout
+
+
+def _build_step_cached(out: str) -> bool:
+    """Whether the gem5 stage's build step (its RUN) came from the layer cache."""
+    lines = out.splitlines()
+    (i,) = [k for k, line in enumerate(lines) if line.startswith("Step ") and "RUN mkdir -p /opt/gem5" in line]
+    return lines[i + 1].strip() == "---> Using cache"
+
+
+def test_the_gem5_stage_stays_cached_when_a_readme_or_run_sh_changes_and_rebuilds_for_a_patch(tmp_path):
+    """The image's gem5 stage (about an hour when it compiles) depends on what the build reads:
+    an edit to a change's README or to run.sh keeps its build layer; an edit to a patch does not.
+    Built from a copy of what the stage copies, with GEM5=none (the build step then compiles
+    nothing, and its layer is cached or not just the same)."""
+    r = _run([str(ROOT / ".ci" / "docker-base.sh"), BASE], 1800)
+    assert r.returncode == 0, r.stderr[-2000:]
+    ctx = tmp_path / "ctx"
+    for rel in ("Dockerfile", "run.sh", "trapline/__init__.py", "trapline/errors.py", "trapline/paths.py",
+                "trapline/proc.py", "trapline/results.py", "trapline/platforms/gem5/from_source.py"):
+        (ctx / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / rel, ctx / rel)
+    shutil.copytree(ROOT / "gem5_configs" / "changes", ctx / "gem5_configs" / "changes")
+    _gem5_stage_build(ctx)
+    with open(ctx / "gem5_configs" / "changes" / "bus-lock" / "README.md", "a") as f:
+        f.write("\nan edit\n")
+    with open(ctx / "run.sh", "a") as f:
+        f.write("\n# an edit\n")
+    assert _build_step_cached(_gem5_stage_build(ctx))
+    patch = sorted((ctx / "gem5_configs" / "changes").glob("*/*.patch"))[0]
+    with open(patch, "a") as f:  # an edit of its own (a layer from an earlier run of this test must not match)
+        f.write(f"\n{time.time_ns()}\n")
+    assert not _build_step_cached(_gem5_stage_build(ctx))
