@@ -70,8 +70,8 @@ KNOWN_XZ = {
         "6f40e66a0a463f228a1be0a42947bdde15c93f32f2b6907c4831db994e73291f",
 }
 BUILD_IT = "./run.sh gem5 build"
-HOW_TO_GET = (f"build trapline's gem5 with {BUILD_IT} (gem5 v24.0.0.1 with trapline's changes, about 90 minutes on "
-              "2 cores), or pass --gem5 PATH, set GEM5=PATH, or put gem5.opt on PATH: docs/gem5.md, 'Get gem5'")
+HOW_TO_GET = (f"build trapline's gem5 with {BUILD_IT} (gem5 v24.0.0.1 with trapline's changes, {from_source.DURATION}), "
+              "or pass --gem5 PATH, set GEM5=PATH, or put gem5.opt on PATH: docs/gem5.md, 'Get gem5'")
 
 
 class Gem5Missing(RunFailed):
