@@ -70,6 +70,8 @@ def parse_args(argv):
     ap.add_argument("--cores", type=int, default=1, help="cores (SE mode: one per thread of the program; default 1)")
     ap.add_argument("--stdout", default=None, help="write the program's standard output to this file")
     ap.add_argument("--stderr", default=None, help="write the program's standard error to this file")
+    ap.add_argument("--argv0", default=None,
+                    help="the program's argv[0] (default: PROGRAM as given; gem5 loads PROGRAM from its absolute path)")
     ap.add_argument("--max-ticks", type=int, default=None,
                     help="stop after this many ticks (0: instantiate the board, write config.ini, and stop)")
     ap.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS]")
@@ -109,6 +111,15 @@ def main(argv):
         stdout_file=Path(os.path.abspath(args.stdout)) if args.stdout else None,
         stderr_file=Path(os.path.abspath(args.stderr)) if args.stderr else None,
     )
+
+    # argv[0] as the caller named the program (a lane's kernel: ./<name>, as the model's lanes and a shell
+    # run it), not the absolute path gem5 loads it from: gem5 writes argv[0] onto the program's initial stack,
+    # also as AT_EXECFN (src/arch/*/process.cc), so an absolute path would move the stack, and with it the
+    # figures, with the folder the program sits in (~/.cache natively, /opt/trapline in the image)
+    argv = [args.argv0 if args.argv0 is not None else args.program[0]] + list(args.program[1:])
+    for core in board.get_processor().get_cores():
+        for process in core.get_simobject().workload:
+            process.cmd = argv
 
     outdir = m5.options.outdir
     os.makedirs(outdir, exist_ok=True)

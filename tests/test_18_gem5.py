@@ -15,6 +15,7 @@ import lzma
 import os
 import re
 import stat
+import subprocess
 import sys
 import tempfile
 import threading
@@ -251,11 +252,14 @@ def _config(gem5_binary, name, tmp_path, cpu="o3", cores=1):
     assert r.error is None, r.error
     c = configparser.ConfigParser(interpolation=None)
     c.read(tmp_path / "config.ini")
-    # config.ini hashed with the run's temporary folder (its output files' paths) as $RUN
+    # config.ini hashed with the run's temporary folder (its output files' paths) as $RUN and the
+    # program's folder as $PROGRAM_DIR
     text = (tmp_path / "config.ini").read_text()
     run_dirs = set(re.findall(re.escape(tempfile.gettempdir()) + r"/trapline-gem5-[^/\s]+", text))
     assert len(run_dirs) == 1, run_dirs
-    assert r.config_sha256 == hashlib.sha256(text.replace(run_dirs.pop(), "$RUN").encode()).hexdigest()
+    assert str(prog.resolve()) in text
+    assert r.config_sha256 == hashlib.sha256(text.replace(run_dirs.pop(), "$RUN").replace(
+        str(prog.resolve().parent), "$PROGRAM_DIR").encode()).hexdigest()
     return m, c
 
 
@@ -364,6 +368,30 @@ def test_a_thread_needs_a_core(gem5_binary):
     out = kernelio.parse(two.stdout)
     assert _gem5().engine(m, "se").pair(out, two.regions, "stl") is None and len(out.samples) == 1
     assert any(c["value"] == "ok" for c in out.checks)
+
+
+ARGV0_PROBE = r"""
+#include <stdio.h>
+int main(int argc, char **argv) { int here; printf("%s %d %p\n", argv[0], argc, (void *)&here); return 0; }
+"""
+
+
+def test_a_program_sees_argv0_as_named_and_the_same_stack_wherever_it_sits(gem5_binary, tmp_path):
+    """gem5 loads the program from its absolute path but gives it argv[0] as the caller named it (a lane:
+    ./<kernel>): argv[0] lies on the initial stack, so the stack, and every figure with it, would otherwise
+    move with the folder the program sits in (the cache natively, /opt/trapline in the image)."""
+    src = tmp_path / "probe.c"
+    src.write_text(ARGV0_PROBE)
+    m = M.load("x86-2012-server")
+    seen = []
+    for folder in (tmp_path / "a", tmp_path / ("a-much-longer-folder-name-" * 4)):
+        folder.mkdir()
+        subprocess.run(["gcc", "-O1", "-static", "-o", str(folder / "probe"), str(src)], check=True)
+        r = run.simulate(m, ["./probe", "x"], cpu="timing", cwd=folder, gem5=gem5_binary)
+        assert r.error is None and r.status == 0, r.stderr[-2000:]
+        seen.append((r.stdout, r.config_sha256))
+    assert seen[0][0].split()[:2] == ["./probe", "2"], seen[0][0]
+    assert seen[0] == seen[1]
 
 
 def _per_op(out, prefix, name):

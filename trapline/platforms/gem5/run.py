@@ -186,7 +186,7 @@ def simulate(m: machines.Machine, argv: list[str], cpu: str = DEFAULT_CPU, cores
         tracer = _Tracer(d / "exec-trace.fifo", traced) if traced else None
         if tracer:
             cmd[2:2] = [f"--debug-flags={stats.TRACE_FLAGS}", f"--debug-file={tracer.fifo}"]
-        cmd += ["--", str(prog.resolve()), *argv[1:]]
+        cmd += ["--argv0", argv[0], "--", str(prog.resolve()), *argv[1:]]
         try:
             status, g_out, g_err = run_command(cmd, timeout, cwd=cwd)
         finally:
@@ -196,10 +196,11 @@ def simulate(m: machines.Machine, argv: list[str], cpu: str = DEFAULT_CPU, cores
         result_file = outdir / "trapline-result.json"
         ended = json.loads(result_file.read_text()) if result_file.exists() else None
         config = outdir / "config.ini"
-        # the run's own temporary folder (its output files' paths) hashed as $RUN: the same
-        # system on the same machine file hashes the same on every run (./run.sh verify)
-        config_sha = hashlib.sha256(config.read_text(errors="replace").replace(str(d), "$RUN").encode()
-                                    ).hexdigest() if config.exists() else None
+        # the run's own temporary folder (its output files' paths) hashed as $RUN and the program's
+        # folder as $PROGRAM_DIR: the same system on the same machine file hashes the same on every
+        # run, wherever the program sits (./run.sh verify)
+        config_sha = hashlib.sha256(config.read_text(errors="replace").replace(str(d), "$RUN").replace(
+            str(prog.resolve().parent), "$PROGRAM_DIR").encode()).hexdigest() if config.exists() else None
         stats_file = outdir / "stats.txt"
         text = stats_file.read_text() if stats_file.exists() else ""
         if keep is not None:
