@@ -19,8 +19,8 @@
 # whatever that mirror serves for bookworm, as on a native Debian 12 machine.
 #
 # gem5: by default the image has trapline's gem5, built from gem5's pinned release source
-# with gem5_configs/changes/ in a stage of its own (below; about 95 minutes on 2 cores the
-# first time, beside the main stage). --build-arg GEM5=PATH takes a gem5 binary in the
+# with gem5_configs/changes/ in a stage of its own (below; about 50 minutes on 2 cores the
+# first time, more beside the main stage). --build-arg GEM5=PATH takes a gem5 binary in the
 # build context instead (e.g. gem5-bin/gem5.opt) and GEM5=none leaves gem5 out.
 ARG BASE=debian:bookworm-20251229@sha256:4216e8fe27fdd803d2822d08ed9de39825a41a47e34c32b71a23ac074f91eaf4
 ARG GEM5=

@@ -123,7 +123,7 @@ def wheelhouse(tmp_path_factory, request):
 def _gem5_build_arg(request) -> str:
     """GEM5 for the image: the gem5 the native tests run (binary.for_tests: trapline's build
     when this machine has one, else the shared stock binary), copied into the build context's
-    git-ignored gem5-bin/ (a plain build would build trapline's gem5 from source, about 95
+    git-ignored gem5-bin/ (a plain build would build trapline's gem5 from source, about 50
     minutes: docs/docker.md); none without any."""
     from trapline.platforms.gem5 import binary
     try:

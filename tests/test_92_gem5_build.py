@@ -1,7 +1,7 @@
 """trapline's gem5 build (trapline/platforms/gem5/from_source.py, `./run.sh gem5 build`) and
 which gem5 the platform finds (binary.find: --gem5, $GEM5, trapline's build, PATH).
 
-Without building gem5 (that takes 70-95 minutes): every change in gem5_configs/changes/
+Without building gem5 (that takes about 50 minutes): every change in gem5_configs/changes/
 applies to the pinned release source (the touched files, unpacked from ../shared/gem5's
 tarball); switching change sets rewrites exactly the files that differ and brings back
 the release's own; a patch that no longer applies, a tarball whose sha256 is not the
