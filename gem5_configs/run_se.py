@@ -112,10 +112,9 @@ def main(argv):
         stderr_file=Path(os.path.abspath(args.stderr)) if args.stderr else None,
     )
 
-    # argv[0] as the caller named the program (a lane's kernel: ./<name>, as the model's lanes and a shell
-    # run it), not the absolute path gem5 loads it from: gem5 writes argv[0] onto the program's initial stack,
-    # also as AT_EXECFN (src/arch/*/process.cc), so an absolute path would move the stack, and with it the
-    # figures, with the folder the program sits in (~/.cache natively, /opt/trapline in the image)
+    # argv[0] as --argv0 says (trapline: ./<name>), not the absolute path gem5 loads the program from:
+    # gem5 writes argv[0] onto the program's initial stack, also as AT_EXECFN (src/arch/*/process.cc),
+    # so a path would move the stack, and with it the figures, with the folder the program sits in
     argv = [args.argv0 if args.argv0 is not None else args.program[0]] + list(args.program[1:])
     for core in board.get_processor().get_cores():
         for process in core.get_simobject().workload:

@@ -33,6 +33,16 @@ from trapline.platforms.gem5.machine_json import export, isa as isa_of
 from trapline.proc import run_command, tail
 
 from trapline.paths import GEM5_CONFIGS
+
+# Where a run's folder goes: /tmp where it can (else the system's temporary folder). The program runs from
+# a copy in it, /tmp/trapline-gem5-XXXXXXXX/exe/<name>, a path of the same length on every machine, as
+# ./<name> (its argv[0]): gem5 writes argv[0] onto the initial stack, and answers readlink("/proc/self/exe")
+# with the absolute path it loaded the program from (src/sim/syscall_emul.hh, readlinkFunc), which static
+# glibc keeps on the heap from its start-up on. Run from the cache (~/.cache natively, /opt/trapline in the
+# image) the stack, the heap, the pages first touched and so the figures moved with the cache's path.
+# The rest of the program's folder is linked beside the copy: a dynamically linked program finds its
+# libraries at $ORIGIN (plt-itlb).
+RUN_PARENT = "/tmp" if os.access("/tmp", os.W_OK) else None
 RUN_SE = GEM5_CONFIGS / "run_se.py"
 # gem5's CPU models (run_se.py --cpu): O3 for headlines (the claims are about real
 # pipelines), timing (TimingSimpleCPU: not pipelined, about 10x faster) for quick checks
@@ -173,9 +183,15 @@ def simulate(m: machines.Machine, argv: list[str], cpu: str = DEFAULT_CPU, cores
     isa = check_isa(m, facts)
     traced = stats.TRACED.get(isa, {})
     t0 = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="trapline-gem5-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="trapline-gem5-", dir=RUN_PARENT) as tmp:
         d = Path(tmp)
         (d / "machine.json").write_text(json.dumps(exported or export(m), indent=1))
+        exe = d / "exe" / prog.name
+        exe.parent.mkdir()
+        for beside in prog.resolve().parent.iterdir():
+            if beside.name != prog.name:
+                (exe.parent / beside.name).symlink_to(beside)
+        shutil.copy2(prog.resolve(), exe)
         out_f, err_f, outdir = d / "program.stdout", d / "program.stderr", d / "m5out"
         cmd = [str(gem5), "-q", f"--outdir={outdir}", str(RUN_SE), "--params", str(d / "machine.json"),
                "--cpu", cpu, "--cores", str(cores), "--stdout", str(out_f), "--stderr", str(err_f)]
@@ -186,7 +202,7 @@ def simulate(m: machines.Machine, argv: list[str], cpu: str = DEFAULT_CPU, cores
         tracer = _Tracer(d / "exec-trace.fifo", traced) if traced else None
         if tracer:
             cmd[2:2] = [f"--debug-flags={stats.TRACE_FLAGS}", f"--debug-file={tracer.fifo}"]
-        cmd += ["--argv0", argv[0], "--", str(prog.resolve()), *argv[1:]]
+        cmd += ["--argv0", f"./{prog.name}", "--", str(exe), *argv[1:]]
         try:
             status, g_out, g_err = run_command(cmd, timeout, cwd=cwd)
         finally:
@@ -196,11 +212,10 @@ def simulate(m: machines.Machine, argv: list[str], cpu: str = DEFAULT_CPU, cores
         result_file = outdir / "trapline-result.json"
         ended = json.loads(result_file.read_text()) if result_file.exists() else None
         config = outdir / "config.ini"
-        # the run's own temporary folder (its output files' paths) hashed as $RUN and the program's
-        # folder as $PROGRAM_DIR: the same system on the same machine file hashes the same on every
-        # run, wherever the program sits (./run.sh verify)
-        config_sha = hashlib.sha256(config.read_text(errors="replace").replace(str(d), "$RUN").replace(
-            str(prog.resolve().parent), "$PROGRAM_DIR").encode()).hexdigest() if config.exists() else None
+        # the run's own temporary folder (the program's copy and the output files' paths) hashed as $RUN:
+        # the same system on the same machine file hashes the same on every run (./run.sh verify)
+        config_sha = hashlib.sha256(config.read_text(errors="replace").replace(str(d), "$RUN").encode()
+                                    ).hexdigest() if config.exists() else None
         stats_file = outdir / "stats.txt"
         text = stats_file.read_text() if stats_file.exists() else ""
         if keep is not None:
