@@ -622,6 +622,10 @@ def _fake_gem5():
         def set_se_binary_workload(self, binary, exit_on_work_items=True, stdin_file=None, stdout_file=None,
                                    stderr_file=None, env_list=None, arguments=[], checkpoint=None):
             self.workload = _Workload((binary.get_local_path(), list(arguments)))
+            # se_binary_workload.py: one Process (executable, cmd = [its path] + arguments) on every core
+            process = _SimObject(executable=binary.get_local_path(), cmd=[binary.get_local_path()] + list(arguments))
+            for core in self.processor.get_cores():
+                core.get_simobject().workload = [process]
 
         def _connect_things(self):
             self.cache_hierarchy.incorporate_cache(self)
@@ -759,7 +763,8 @@ def test_run_se_runs_against_stand_ins(fake_gem5, tmp_path, capsys, monkeypatch)
     out = tmp_path / "m5out"
     fake_gem5["m5"].options.outdir = str(out)
     script = GEM5_CONFIGS / "run_se.py"
-    monkeypatch.setattr(sys, "argv", [str(script), "--params", str(js), "--cpu", "minor", "--", str(exe), "a", "b"])
+    monkeypatch.setattr(sys, "argv", [str(script), "--params", str(js), "--cpu", "minor", "--argv0", "./prog", "--",
+                                      str(exe), "a", "b"])
     monkeypatch.setattr(sys, "path", list(sys.path))
     exec(compile(script.read_text(), str(script), "exec"), {"__file__": str(script), "__name__": "__m5_main__"})
     o = capsys.readouterr()
@@ -767,6 +772,9 @@ def test_run_se_runs_against_stand_ins(fake_gem5, tmp_path, capsys, monkeypatch)
     assert "not modelled by gem5: caches.l1d.write = write-through" in o.err
     sim = fake_gem5["gem5.simulate.simulator"].Simulator.last
     assert sim.board.workload == (str(exe), ["a", "b"])
+    # loaded from its path, run as --argv0 names it (the path would be on its stack)
+    (process,) = sim.board.get_processor().get_cores()[0].cpu.workload
+    assert process.executable == str(exe) and process.cmd == ["./prog", "a", "b"]
     assert sim.board.get_processor().cpu_type.value == "minor"
     assert P.Gem5Params.from_json((out / "trapline-params.json").read_text()).machine == "ultrasparc-t1"
 
