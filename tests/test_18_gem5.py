@@ -382,7 +382,7 @@ int main(int argc, char **argv)
 """
 
 
-def test_a_program_sees_argv0_as_named_and_the_same_stack_and_heap_wherever_it_sits(gem5_binary, tmp_path):
+def test_a_program_runs_as_dot_slash_its_name_with_the_same_stack_and_heap_wherever_it_sits(gem5_binary, tmp_path):
     """A lane names its kernel by its absolute path in the cache; gem5 runs it as ./<name> from a copy at a
     path of one length: argv[0] lies on the initial stack, and static glibc keeps the path gem5 answers for
     /proc/self/exe on the heap, so the stack and the heap, and every figure with them, would otherwise move

@@ -186,12 +186,12 @@ def simulate(m: machines.Machine, argv: list[str], cpu: str = DEFAULT_CPU, cores
     with tempfile.TemporaryDirectory(prefix="trapline-gem5-", dir=RUN_PARENT) as tmp:
         d = Path(tmp)
         (d / "machine.json").write_text(json.dumps(exported or export(m), indent=1))
-        exe = d / "exe" / prog.name
+        src, exe = prog.resolve(), d / "exe" / prog.name
         exe.parent.mkdir()
-        for beside in prog.resolve().parent.iterdir():
-            if beside.name != prog.name:
+        for beside in src.parent.iterdir():
+            if beside.name != exe.name:
                 (exe.parent / beside.name).symlink_to(beside)
-        shutil.copy2(prog.resolve(), exe)
+        shutil.copy2(src, exe)
         out_f, err_f, outdir = d / "program.stdout", d / "program.stderr", d / "m5out"
         cmd = [str(gem5), "-q", f"--outdir={outdir}", str(RUN_SE), "--params", str(d / "machine.json"),
                "--cpu", cpu, "--cores", str(cores), "--stdout", str(out_f), "--stderr", str(err_f)]
