@@ -31,8 +31,9 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/trapline-identical-w.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
 # the options of model/bench-x86.sh and model/bench.sh (read from them: one place)
-X86_MODEL=$(bash -c "$(sed -n '/^X86_MODEL=/,/^X86_MODEL+=",prefetch_trap/p' "$HERE/bench-x86.sh"); echo \$X86_MODEL")
-ARM_MODEL=$(bash -c "$(sed -n '/^ARM_MODEL=/,/^ARM_MODEL+=",prefetch=strong/p' "$HERE/bench-x86.sh"); echo \$ARM_MODEL")
+X86_MODEL=$(ROOT=$ROOT bash -c "$(grep '^X86_MODEL=' "$HERE/bench-x86.sh"); echo \$X86_MODEL")
+ARM_MODEL=$(ROOT=$ROOT bash -c "$(grep '^ARM_MODEL=' "$HERE/bench-x86.sh"); echo \$ARM_MODEL")
+[ -n "$X86_MODEL" ] && [ -n "$ARM_MODEL" ] || { echo "check-identical: no machine options from bench-x86.sh" >&2; exit 1; }
 SPARC_MODEL=$(bash -c "$(sed -n '/^MODEL_ARGS=/,/^MODEL_ARGS+=",page=8192/p' "$HERE/bench.sh"); echo \$MODEL_ARGS")
 gcc -O1 -static -o "$work/w-x86_64" "$HERE/tests/workload.c"
 arm-linux-gnueabi-gcc -O1 -static -march=armv6 -marm -o "$work/w-armv6" "$HERE/tests/workload.c"

@@ -213,7 +213,27 @@ def test_summary_has_every_experiment_and_no_failure(docker_run):
     assert summary["quick"] is True
 
 
-def test_same_entries_and_statuses_as_the_native_run(docker_run, quick_all, request):
+def _host_figures_interleaved(eid: str, docker_run, tmp_path_factory, times: int = 5):
+    """The headline figure of `run <eid> --platform host --quick`, natively and in the
+    image (as docker_run runs it), `times` each, alternating: ([native], [docker])."""
+    uid, gid = docker_run["uid"], docker_run["gid"]
+    native, docker = [], []
+    for i in range(times):
+        nat_root = tmp_path_factory.mktemp(f"host-native-{eid}")
+        r = trapline("run", eid, "--platform", "host", "--quick", env={"TRAPLINE_RESULTS": str(nat_root)})
+        assert r.returncode == 0, f"native run {eid} --platform host failed:\n{r.stdout}{r.stderr[-3000:]}"
+        native.append(json.loads((nat_root / "latest" / "summary.json").read_text())["experiments"][0]["reproduced"])
+        dock_root = tmp_path_factory.mktemp(f"host-docker-{eid}")
+        if os.getuid() == 0:
+            os.chown(dock_root, uid, gid)
+        r = _run(["docker", "run", "--rm", "--network", "none", "--user", f"{uid}:{gid}", "-v",
+                  f"{dock_root}:/results", IMAGE, "run", eid, "--platform", "host", "--quick"], 600)
+        assert r.returncode == 0, f"docker run {eid} --platform host failed:\n{r.stdout}{r.stderr[-3000:]}"
+        docker.append(json.loads((dock_root / "latest" / "summary.json").read_text())["experiments"][0]["reproduced"])
+    return native, docker
+
+
+def test_same_entries_and_statuses_as_the_native_run(docker_run, quick_all, request, tmp_path_factory):
     """The same (id, platform) entries as a native `reproduce-all --quick` (the
     quick_all fixture, shared with the host and guest lane tests), with the same
     statuses. The guest lane's facts are exact counts, so they must agree to the
@@ -249,7 +269,18 @@ def test_same_entries_and_statuses_as_the_native_run(docker_run, quick_all, requ
                   + (f"; different (native, docker): {differ}" if differ else "")
                   + (f"; of those, host figures within 1.5x of their criterion: {sorted(noisy)}" if noisy else ""))
     differ = {k: v for k, v in differ.items() if k not in noisy}
-    assert not differ, f"statuses differ (native, docker): {differ}"
+    # a host timing entry whose status still differs is measured again, five times each
+    # way, interleaved: the image measures as the native run does if the figures of the
+    # two overlap (a host's figure moves from one process to the next: where the loader
+    # places 26 libraries, what else the machine runs); disjoint figures are a difference
+    rerun = {k: _host_figures_interleaved(k[0], docker_run, tmp_path_factory) for k in differ if k[1] == "host"}
+    for k, (nat, dock) in rerun.items():
+        _say(request, f"{k[0]} on the host, measured again five times each way: native "
+                      f"{', '.join(f'{f:.3g}' for f in nat)}; docker {', '.join(f'{f:.3g}' for f in dock)}")
+    overlapping = {k for k, (nat, dock) in rerun.items() if min(dock) <= max(nat) and min(nat) <= max(dock)}
+    differ = {k: v for k, v in differ.items() if k not in overlapping}
+    assert not differ, f"statuses differ (native, docker): {differ}" + "".join(
+        f"; {k[0]} measured again: native {rerun[k][0]}, docker {rerun[k][1]}" for k in differ if k in rerun)
     # deterministic lanes (the qemu lane's counts, user-mode model runs) agree to the
     # last digit; the model's guest lane only nearly (docs/model.md): within 0.01%
     # under -icount (the sun4u guest: up to 7e-5 between runs), within 1% for the
