@@ -95,15 +95,23 @@ static inline unsigned node_of(const VCpu *v, uint64_t addr)
     return v->node; /* above the memory described (not RAM) */
 }
 
-/* A read that reached memory: charged numa_lat[vCPU node][memory node]. */
-static inline void mem_read(VCpu *v, uint64_t addr, bool ifetch)
+/* A read that reached memory: charged numa_lat[vCPU node][memory node]. PF: a hardware prefetch's fill
+ * (below), whose latency goes to v->pf_mem_lat instead. */
+static inline HOT void mem_read_p(VCpu *v, uint64_t addr, bool ifetch, const int PF)
 {
     unsigned k = node_of(v, addr);
     v->c.mem_reads[k]++;
-    if (ifetch)
+    if (PF)
+        v->pf_mem_lat += numa_lat_m[v->node][k];
+    else if (ifetch)
         v->c.mem_cycles_i += numa_lat_m[v->node][k];
     else
         v->c.mem_cycles_d += numa_lat_m[v->node][k];
+}
+
+static inline HOT void mem_read(VCpu *v, uint64_t addr, bool ifetch)
+{
+    mem_read_p(v, addr, ifetch, 0);
 }
 
 /* A write that reached memory (a dirty victim of the last level, or a
@@ -139,15 +147,22 @@ static inline void l3_write(VCpu *v, uint64_t addr)
     }
 }
 
-/* An L3 read (an L2 miss, or the fill of an L2 write-allocate): 1 on a hit. */
-static inline HOT int l3_read_x(VCpu *v, uint64_t addr, const int X)
+/* An L3 read (an L2 miss, or the fill of an L2 write-allocate): 1 on a hit. PF: for a hardware
+ * prefetch's fill, counted apart (the hwpf_l3_* counters). */
+static inline HOT int l3_read_x(VCpu *v, uint64_t addr, const int X, const int PF)
 {
     uint64_t victim = INVALID_TAG;
     if (array_read_c(&v->l3, addr >> l3_shift, &victim, X ? 0 : -1, X86_L3_TAIL)) {
-        v->c.l3_read_hits++;
+        if (PF)
+            v->c.hwpf_l3_hits++;
+        else
+            v->c.l3_read_hits++;
         return 1;
     }
-    v->c.l3_read_misses++;
+    if (PF)
+        v->c.hwpf_l3_misses++;
+    else
+        v->c.l3_read_misses++;
     if (victim != INVALID_TAG && (victim & 1)) {
         v->c.l3_writebacks++;
         mem_write(v, (victim >> 1) << l3_shift);
@@ -157,7 +172,7 @@ static inline HOT int l3_read_x(VCpu *v, uint64_t addr, const int X)
 
 static inline HOT int l3_read(VCpu *v, uint64_t addr)
 {
-    return l3_read_x(v, addr, 0);
+    return l3_read_x(v, addr, 0, 0);
 }
 
 /* A dirty L2 victim is written to the L3, or to memory (l2_evicted tests it
@@ -180,7 +195,7 @@ static inline HOT void l2_evicted(VCpu *v, uint64_t victim)
 /* A write into the L2 (an L1 write-back, or a write-through store): a miss
  * allocates the line, filled from the L3 (not charged: no load waits for
  * it), and then writes the L2's dirty victim to the L3. */
-static inline void l2_write(VCpu *v, uint64_t addr)
+static inline void l2_write_p(VCpu *v, uint64_t addr, const int PF)
 {
     uint64_t k = addr >> l2_shift;
     uint64_t *p = array_find(&v->l2, k);
@@ -194,42 +209,53 @@ static inline void l2_write(VCpu *v, uint64_t addr)
     array_mru(&v->l2, k)[0] |= 1;
     v->c.l2_write_misses++;
     if (have_l3)
-        l3_read(v, addr);
+        l3_read_x(v, addr, 0, PF);
     l2_evicted(v, victim);
+}
+
+static inline void l2_write(VCpu *v, uint64_t addr)
+{
+    l2_write_p(v, addr, 0);
 }
 
 /* A read below the L1s (an L1 miss of the line at addr): returns the level
  * that served it, 2 (L2), 3 (L3) or 0 (memory). A dirty victim is written
  * to the level below after the fill (pycachesim's order). */
-static inline HOT int lower_read_x(VCpu *v, uint64_t addr, bool ifetch, const int X)
+static inline HOT int lower_read_x(VCpu *v, uint64_t addr, bool ifetch, const int X, const int PF)
 {
     uint64_t victim = INVALID_TAG;
     if (!X && !have_l2) {
-        mem_read(v, addr, ifetch);
+        mem_read_p(v, addr, ifetch, PF);
         return 0;
     }
     if (array_read_c(&v->l2, addr >> l2_shift, &victim, X ? 8 : -1, 0)) {
-        v->c.l2_read_hits++;
+        if (PF)
+            v->c.hwpf_l2_hits++;
+        else
+            v->c.l2_read_hits++;
         return 2;
     }
-    v->c.l2_read_misses++;
+    if (PF)
+        v->c.hwpf_l2_misses++;
+    else
+        v->c.l2_read_misses++;
     /* a dirty victim goes to the L3 after the fill (l2_evicted): its L3 set,
      * like the fill's, is likely not in the host's caches, so it is fetched
      * now, in the shadow of the fill's lookup */
     if ((X || have_l3) && victim != INVALID_TAG && (victim & 1))
         __builtin_prefetch(array_mru_c(&v->l3, ((victim >> 1) << l2_shift) >> l3_shift, X ? 0 : -1));
     int lvl = 0;
-    if ((X || have_l3) && l3_read_x(v, addr, X))
+    if ((X || have_l3) && l3_read_x(v, addr, X, PF))
         lvl = 3;
     else
-        mem_read(v, addr, ifetch);
+        mem_read_p(v, addr, ifetch, PF);
     l2_evicted(v, victim);
     return lvl;
 }
 
 static inline HOT int lower_read(VCpu *v, uint64_t addr, bool ifetch)
 {
-    return lower_read_x(v, addr, ifetch, 0);
+    return lower_read_x(v, addr, ifetch, 0, 0);
 }
 
 static inline HOT void tlb_access_x(VCpu *v, Array *t, uint64_t vpn, uint64_t *miss, const int X)
@@ -264,7 +290,7 @@ static inline HOT int l1d_read_x(VCpu *v, uint64_t line, const int X)
     uint64_t victim = INVALID_TAG;
     if (LIKELY(array_read_c(&v->l1d, line, &victim, X ? 8 : -1, 0)))
         return 1;
-    int lvl = lower_read_x(v, line << l1d_shift, false, X);
+    int lvl = lower_read_x(v, line << l1d_shift, false, X, 0);
     if (lvl == 2)
         v->c.l1d_rmiss_l2hit++;
     else if (lvl == 3)
@@ -461,63 +487,54 @@ void data_access_full(VCpu *v, uint64_t vaddr, uint64_t paddr, unsigned size, bo
 
 /* ------------------------------------------------------------ hardware prefetch fills (timing.c) */
 
-/* The demand counters a fill from below moves, moved to the prefetch counters
- * instead: the levels' lookups are the same steps as a demand miss's (victims
- * and write-backs included), counted apart. */
-typedef struct {
-    uint64_t l2h, l2m, l3h, l3m, memc;
-} Moved;
+/* A prefetch's fill takes the same steps as a demand miss's (victims and write-backs included), its
+ * lookups below counted apart from the demand accesses (PF = 1: hwpf_l2_*, hwpf_l3_*, and the memory
+ * latency in v->pf_mem_lat), walked as the demand misses are: with the x86_64 machines' shape known at
+ * compile time (X = 1, data_access_line_x86) or any (X = 0). */
+static int pf_x86 = -1;
 
-static inline void moved_mark(const VCpu *v, Moved *m)
+static inline HOT int pf_fill_l1d_x(VCpu *v, uint64_t line, const int X)
 {
-    *m = (Moved){v->c.l2_read_hits, v->c.l2_read_misses, v->c.l3_read_hits, v->c.l3_read_misses, v->c.mem_cycles_d};
+    uint64_t victim = INVALID_TAG;
+    v->pf_mem_lat = 0;
+    array_read_c(&v->l1d, line, &victim, X ? 8 : -1, 0); /* not there (the caller looked): inserted */
+    int lvl = lower_read_x(v, line << l1d_shift, false, X, 1);
+    if (victim != INVALID_TAG && (victim & 1)) {
+        v->c.l1d_writebacks++;
+        if (X || have_l2)
+            l2_write_p(v, (victim >> 1) << l1d_shift, 1);
+        else
+            mem_write(v, (victim >> 1) << l1d_shift);
+    }
+    return lvl;
 }
 
-static inline void moved_to_prefetch(VCpu *v, const Moved *m)
+static inline HOT int pf_fill_l2_x(VCpu *v, uint64_t line, const int X)
 {
-    v->c.hwpf_l2_hits += v->c.l2_read_hits - m->l2h;
-    v->c.hwpf_l2_misses += v->c.l2_read_misses - m->l2m;
-    v->c.hwpf_l3_hits += v->c.l3_read_hits - m->l3h;
-    v->c.hwpf_l3_misses += v->c.l3_read_misses - m->l3m;
-    v->pf_mem_lat = v->c.mem_cycles_d - m->memc;
-    v->c.l2_read_hits = m->l2h;
-    v->c.l2_read_misses = m->l2m;
-    v->c.l3_read_hits = m->l3h;
-    v->c.l3_read_misses = m->l3m;
-    v->c.mem_cycles_d = m->memc;
+    uint64_t addr = line << l1d_shift, victim = INVALID_TAG;
+    v->pf_mem_lat = 0;
+    /* not there (the caller looked): inserted */
+    array_read_c(&v->l2, addr >> l2_shift, &victim, X ? 8 : -1, 0);
+    v->c.hwpf_l2_misses++;
+    int lvl = 0;
+    if ((X || have_l3) && l3_read_x(v, addr, X, 1))
+        lvl = 3;
+    else
+        mem_read_p(v, addr, false, 1);
+    l2_evicted(v, victim);
+    return lvl;
 }
 
 int pf_fill_l1d(VCpu *v, uint64_t line)
 {
-    Moved m;
-    moved_mark(v, &m);
-    uint64_t victim = INVALID_TAG;
-    array_read(&v->l1d, line, &victim); /* not there (the caller looked): inserted */
-    int lvl = lower_read(v, line << l1d_shift, false);
-    if (victim != INVALID_TAG && (victim & 1)) {
-        v->c.l1d_writebacks++;
-        if (have_l2)
-            l2_write(v, (victim >> 1) << l1d_shift);
-        else
-            mem_write(v, (victim >> 1) << l1d_shift);
-    }
-    moved_to_prefetch(v, &m);
-    return lvl;
+    if (UNLIKELY(pf_x86 < 0))
+        pf_x86 = x86_shape();
+    return pf_x86 ? pf_fill_l1d_x(v, line, 1) : pf_fill_l1d_x(v, line, 0);
 }
 
 int pf_fill_l2(VCpu *v, uint64_t line)
 {
-    Moved m;
-    moved_mark(v, &m);
-    uint64_t addr = line << l1d_shift, victim = INVALID_TAG;
-    array_read(&v->l2, addr >> l2_shift, &victim); /* not there (the caller looked): inserted */
-    v->c.l2_read_misses++;
-    int lvl = 0;
-    if (have_l3 && l3_read(v, addr))
-        lvl = 3;
-    else
-        mem_read(v, addr, false);
-    l2_evicted(v, victim);
-    moved_to_prefetch(v, &m);
-    return lvl;
+    if (UNLIKELY(pf_x86 < 0))
+        pf_x86 = x86_shape();
+    return pf_x86 ? pf_fill_l2_x(v, line, 1) : pf_fill_l2_x(v, line, 0);
 }

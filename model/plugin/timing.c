@@ -137,8 +137,8 @@ static inline unsigned stream_hash(uint64_t page)
  * earliest end leaves when PATH_SLOTS are held. */
 #define PATH_SLOTS 32
 typedef struct {
-    uint64_t end[PATH_SLOTS];
-    unsigned n;
+    uint64_t end[2 * PATH_SLOTS]; /* the ends held: end[b .. b + n), moved down when they reach the top */
+    unsigned b, n;
 } Path;
 
 /* The MSHRs of a level: when each frees, a min-heap (h[0]: the one that frees first) */
@@ -356,29 +356,32 @@ static uint64_t path_take(Path *p, uint64_t q, uint64_t done, uint64_t horizon)
 {
     /* the transfers that end by `horizon` - q leave: no fill from now on ends before horizon, so none
      * can meet them */
-    unsigned n = p->n, gone = 0;
-    while (gone < n && p->end[gone] + q <= horizon)
-        gone++;
-    if (gone) {
-        n -= gone;
-        memmove(p->end, p->end + gone, n * sizeof p->end[0]);
-    }
-    if (n && done < p->end[n - 1] + q) /* not after every transfer held: find the gap */
-        for (unsigned k = 0; k < n; k++) {
-            uint64_t e = p->end[k];
-            if (done < e + q && e < done + q) /* [done - q, done) meets [e - q, e) */
-                done = e + q;
-        }
-    if (n == PATH_SLOTS) { /* the earliest end leaves */
-        memmove(p->end, p->end + 1, (PATH_SLOTS - 1) * sizeof p->end[0]);
+    uint64_t *e = p->end + p->b;
+    unsigned n = p->n;
+    while (n && e[0] + q <= horizon) {
+        e++;
         n--;
     }
+    if (n && done < e[n - 1] + q) /* not after every transfer held: find the gap */
+        for (unsigned k = 0; k < n; k++) {
+            if (done < e[k] + q && e[k] < done + q) /* [done - q, done) meets [e - q, e) */
+                done = e[k] + q;
+        }
+    if (n == PATH_SLOTS) { /* the earliest end leaves */
+        e++;
+        n--;
+    }
+    if (e + n == p->end + 2 * PATH_SLOTS) { /* at the top: moved down */
+        memmove(p->end, e, n * sizeof e[0]);
+        e = p->end;
+    }
     unsigned k = n;
-    while (k && p->end[k - 1] > done) {
-        p->end[k] = p->end[k - 1];
+    while (k && e[k - 1] > done) {
+        e[k] = e[k - 1];
         k--;
     }
-    p->end[k] = done;
+    e[k] = done;
+    p->b = (unsigned)(e - p->end);
     p->n = n + 1;
     return done;
 }
