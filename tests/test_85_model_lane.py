@@ -447,3 +447,40 @@ def test_at_most_one_model_headline_is_fitted():
             if model.machine_facts(e, M.load(spec["machine"]), 0, guest=bool(spec.get("guest")))["rests_on"] == "fitted":
                 fitted.append(e.id)
     assert len(fitted) <= 1, fitted
+
+
+PATH_PROBE = r"""
+#include <stdio.h>
+#include <stdlib.h>
+int main(int argc, char **argv)
+{
+    int here;
+    printf("%s %d %p %p\n", argv[0], argc, (void *)&here, malloc(16));
+    return 0;
+}
+"""
+
+
+def test_a_program_runs_as_dot_slash_its_name_with_the_same_stack_heap_and_counts_wherever_it_sits(tmp_path):
+    """The model's user mode runs a program from a copy at a path of one length, as ./<name>
+    (trapline/runpath.py): QEMU puts the path on the initial stack and answers /proc/self/exe with it,
+    which static glibc keeps on its heap, so the stack, the heap and the modelled counts would move with
+    the folder the program sits in (the cache under a home folder of any length, /opt/trapline in the
+    image). Two folders of different lengths: the same argv[0], addresses and counts."""
+    import subprocess
+    from trapline import machine as M
+    from trapline.context import RunContext
+    from trapline.platforms.model import ModelPlatform
+    src = tmp_path / "probe.c"
+    src.write_text(PATH_PROBE)
+    engine = ModelPlatform(RunContext.make()).engine(M.load("x86-2012-server"), "user")
+    seen = []
+    for folder in (tmp_path / "a", tmp_path / ("a-much-longer-folder-name-" * 4)):
+        folder.mkdir()
+        subprocess.run(["gcc", "-O1", "-static", "-o", str(folder / "probe"), str(src)], check=True)
+        ran = engine.run([str(folder / "probe"), "x"], 300, cwd=folder)
+        assert ran.status == 0, ran.stderr[-2000:]
+        total = ran.raw["total"]
+        seen.append((ran.stdout, total["l1d"], total["instructions"]))
+    assert seen[0][0].split()[:2] == ["./probe", "2"], seen[0][0]
+    assert seen[0] == seen[1]

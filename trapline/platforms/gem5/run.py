@@ -20,7 +20,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -33,16 +32,10 @@ from trapline.platforms.gem5.machine_json import export, isa as isa_of
 from trapline.proc import run_command, tail
 
 from trapline.paths import GEM5_CONFIGS
+from trapline.runpath import RUN_PARENT, argv0, run_folder, stage  # noqa: F401 (RUN_PARENT: the tests')
 
-# Where a run's folder goes: /tmp where it can (else the system's temporary folder). The program runs from
-# a copy in it, /tmp/trapline-gem5-XXXXXXXX/exe/<name>, a path of the same length on every machine, as
-# ./<name> (its argv[0]): gem5 writes argv[0] onto the initial stack, and answers readlink("/proc/self/exe")
-# with the absolute path it loaded the program from (src/sim/syscall_emul.hh, readlinkFunc), which static
-# glibc keeps on the heap from its start-up on. Run from the cache (~/.cache natively, /opt/trapline in the
-# image) the stack, the heap, the pages first touched and so the figures moved with the cache's path.
-# The rest of the program's folder is linked beside the copy: a dynamically linked program finds its
-# libraries at $ORIGIN (plt-itlb).
-RUN_PARENT = "/tmp" if os.access("/tmp", os.W_OK) else None
+# The program runs from a copy, /tmp/trapline-gem5-XXXXXXXX/exe/<name>, as ./<name> (trapline/runpath.py
+# says why: gem5 puts its path on the stack and, through /proc/self/exe, on glibc's heap)
 RUN_SE = GEM5_CONFIGS / "run_se.py"
 # gem5's CPU models (run_se.py --cpu): O3 for headlines (the claims are about real
 # pipelines), timing (TimingSimpleCPU: not pipelined, about 10x faster) for quick checks
@@ -183,15 +176,10 @@ def simulate(m: machines.Machine, argv: list[str], cpu: str = DEFAULT_CPU, cores
     isa = check_isa(m, facts)
     traced = stats.TRACED.get(isa, {})
     t0 = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="trapline-gem5-", dir=RUN_PARENT) as tmp:
+    with run_folder("trapline-gem5-") as tmp:
         d = Path(tmp)
         (d / "machine.json").write_text(json.dumps(exported or export(m), indent=1))
-        src, exe = prog.resolve(), d / "exe" / prog.name
-        exe.parent.mkdir()
-        for beside in src.parent.iterdir():
-            if beside.name != exe.name:
-                (exe.parent / beside.name).symlink_to(beside)
-        shutil.copy2(src, exe)
+        exe = stage(prog, d)
         out_f, err_f, outdir = d / "program.stdout", d / "program.stderr", d / "m5out"
         cmd = [str(gem5), "-q", f"--outdir={outdir}", str(RUN_SE), "--params", str(d / "machine.json"),
                "--cpu", cpu, "--cores", str(cores), "--stdout", str(out_f), "--stderr", str(err_f)]
@@ -202,7 +190,7 @@ def simulate(m: machines.Machine, argv: list[str], cpu: str = DEFAULT_CPU, cores
         tracer = _Tracer(d / "exec-trace.fifo", traced) if traced else None
         if tracer:
             cmd[2:2] = [f"--debug-flags={stats.TRACE_FLAGS}", f"--debug-file={tracer.fifo}"]
-        cmd += ["--argv0", f"./{prog.name}", "--", str(exe), *argv[1:]]
+        cmd += ["--argv0", argv0(prog), "--", str(exe), *argv[1:]]
         try:
             status, g_out, g_err = run_command(cmd, timeout, cwd=cwd)
         finally:

@@ -22,6 +22,7 @@ from trapline.platforms.base import Command, Lane
 from trapline.platforms.engine import Engine, Ran
 from trapline.machine.options import OPTIONS
 from trapline.platforms.model import counters
+from trapline.runpath import argv0, run_folder, stage
 from trapline.platforms.model.plugin_build import plugin as built_plugin
 from trapline.proc import run_command, tail
 
@@ -61,13 +62,18 @@ def simulate(arch: str, plugin: Path, machine: machines.Machine, argv: list[str]
              cwd: Path | None = None, extra: list[str] | tuple[str, ...] = ()) -> tuple[dict, str, str, int | None]:
     """Run argv under qemu-<arch> with the model (extra: more plugin options, the lane's own, e.g.
     lockstep=on); returns (stats, stdout, stderr, status)."""
-    with tempfile.TemporaryDirectory(prefix="trapline-model-") as tmp:
+    with run_folder("trapline-model-") as tmp:
         out = Path(tmp) / "stats.json"
         opts = ",".join([str(plugin), f"arch={arch}", f"out={out}", *machine.plugin_args, *extra])
         a = arch_table.get(arch)
         cmd = [a.qemu_user, "-plugin", opts]
         if a.sysroot:
             cmd += ["-L", a.sysroot]
+        # the program runs from a copy at a path of one length, as ./<name> (trapline/runpath.py)
+        prog = Path(argv[0]) if not cwd or Path(argv[0]).is_absolute() else Path(cwd) / argv[0]
+        if prog.is_file():
+            argv = [str(stage(prog, Path(tmp))), *argv[1:]]
+            cmd += ["-0", argv0(prog)]
         status, so, se = run_command(cmd + argv, timeout, cwd=cwd, env=KERNEL_ENV)
         stats = _stats(out)
     return stats, so, se, status
