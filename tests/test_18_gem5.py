@@ -253,13 +253,14 @@ def _config(gem5_binary, name, tmp_path, cpu="o3", cores=1):
     c = configparser.ConfigParser(interpolation=None)
     c.read(tmp_path / "config.ini")
     # config.ini hashed with the run's temporary folder (the program's copy and the output files'
-    # paths) as $RUN
+    # paths) as $RUN and the program's folder as $PROGRAM_DIR
     text = (tmp_path / "config.ini").read_text()
     run_dirs = set(re.findall(re.escape(run.RUN_PARENT or tempfile.gettempdir()) + r"/trapline-gem5-[^/\s]+", text))
     assert len(run_dirs) == 1, run_dirs
     run_dir = run_dirs.pop()
     assert f"executable={run_dir}/exe/{prog.name}" in text
-    assert r.config_sha256 == hashlib.sha256(text.replace(run_dir, "$RUN").encode()).hexdigest()
+    assert r.config_sha256 == hashlib.sha256(text.replace(run_dir, "$RUN").replace(
+        str(prog.resolve().parent), "$PROGRAM_DIR").encode()).hexdigest()
     return m, c
 
 
@@ -396,8 +397,8 @@ def test_a_program_runs_as_dot_slash_its_name_with_the_same_stack_and_heap_where
         subprocess.run(["gcc", "-O1", "-static", "-o", str(folder / "probe"), str(src)], check=True)
         r = run.simulate(m, [str(folder / "probe"), "x"], cpu="timing", cwd=folder, gem5=gem5_binary)
         assert r.error is None and r.status == 0, r.stderr[-2000:]
-        seen.append(r.stdout)
-    assert seen[0].split()[:2] == ["./probe", "2"], seen[0]
+        seen.append((r.stdout, r.config_sha256))
+    assert seen[0][0].split()[:2] == ["./probe", "2"], seen[0][0]
     assert seen[0] == seen[1]
 
 

@@ -26,6 +26,12 @@ def run_folder(prefix: str) -> tempfile.TemporaryDirectory:
     return tempfile.TemporaryDirectory(prefix=prefix, dir=RUN_PARENT)
 
 
+def program(argv: list[str], cwd: Path | str | None) -> Path:
+    """The program argv names, its path taken from cwd when relative (as the process started in cwd
+    finds it)."""
+    return Path(argv[0]) if not cwd or Path(argv[0]).is_absolute() else Path(cwd) / argv[0]
+
+
 def stage(program: Path, folder: Path) -> Path:
     """program copied to folder/exe/<name>, the other files of its folder linked beside the copy; returns
     the copy's path."""

@@ -32,7 +32,7 @@ from trapline.platforms.gem5.machine_json import export, isa as isa_of
 from trapline.proc import run_command, tail
 
 from trapline.paths import GEM5_CONFIGS
-from trapline.runpath import RUN_PARENT, argv0, run_folder, stage  # noqa: F401 (RUN_PARENT: the tests')
+from trapline.runpath import RUN_PARENT, argv0, program, run_folder, stage  # noqa: F401 (RUN_PARENT: the tests')
 
 # The program runs from a copy, /tmp/trapline-gem5-XXXXXXXX/exe/<name>, as ./<name> (trapline/runpath.py
 # says why: gem5 puts its path on the stack and, through /proc/self/exe, on glibc's heap)
@@ -168,7 +168,7 @@ def simulate(m: machines.Machine, argv: list[str], cpu: str = DEFAULT_CPU, cores
     check_cpu(cpu, isa_of(m))
     if cores < 1:
         raise UsageError(f"gem5 cores: {cores}; needs at least 1")
-    prog = Path(argv[0]) if not cwd or Path(argv[0]).is_absolute() else Path(cwd) / argv[0]
+    prog = program(argv, cwd)
     if not prog.is_file():
         raise UsageError(f"program '{argv[0]}' is not a file")
     gem5 = Path(gem5) if gem5 else binary.find()
@@ -200,10 +200,11 @@ def simulate(m: machines.Machine, argv: list[str], cpu: str = DEFAULT_CPU, cores
         result_file = outdir / "trapline-result.json"
         ended = json.loads(result_file.read_text()) if result_file.exists() else None
         config = outdir / "config.ini"
-        # the run's own temporary folder (the program's copy and the output files' paths) hashed as $RUN:
-        # the same system on the same machine file hashes the same on every run (./run.sh verify)
-        config_sha = hashlib.sha256(config.read_text(errors="replace").replace(str(d), "$RUN").encode()
-                                    ).hexdigest() if config.exists() else None
+        # the run's own temporary folder (the program's copy and the output files' paths) hashed as $RUN
+        # and the program's own folder (a lane's working folder) as $PROGRAM_DIR: the same system on the
+        # same machine file hashes the same on every run, wherever the program sits (./run.sh verify)
+        config_sha = hashlib.sha256(config.read_text(errors="replace").replace(str(d), "$RUN").replace(
+            str(prog.resolve().parent), "$PROGRAM_DIR").encode()).hexdigest() if config.exists() else None
         stats_file = outdir / "stats.txt"
         text = stats_file.read_text() if stats_file.exists() else ""
         if keep is not None:

@@ -22,7 +22,7 @@ from trapline.platforms.base import Command, Lane
 from trapline.platforms.engine import Engine, Ran
 from trapline.machine.options import OPTIONS
 from trapline.platforms.model import counters
-from trapline.runpath import argv0, run_folder, stage
+from trapline.runpath import argv0, program, run_folder, stage
 from trapline.platforms.model.plugin_build import plugin as built_plugin
 from trapline.proc import run_command, tail
 
@@ -70,7 +70,7 @@ def simulate(arch: str, plugin: Path, machine: machines.Machine, argv: list[str]
         if a.sysroot:
             cmd += ["-L", a.sysroot]
         # the program runs from a copy at a path of one length, as ./<name> (trapline/runpath.py)
-        prog = Path(argv[0]) if not cwd or Path(argv[0]).is_absolute() else Path(cwd) / argv[0]
+        prog = program(argv, cwd)
         if prog.is_file():
             argv = [str(stage(prog, Path(tmp))), *argv[1:]]
             cmd += ["-0", argv0(prog)]
