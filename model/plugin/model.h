@@ -79,6 +79,9 @@ extern const char *const arch_names[];
  * numa_lat=), the unaligned policy by access width 2, 4, 8 */
 extern uint64_t numa_lat_m[MAX_NODES][MAX_NODES];
 extern int unaligned_pol[9];
+/* derived by validate(): straddle_penalty and unaligned_penalty as integers where they are whole
+ * cycles (then a count's cycles are a product, as the double's rounding gives them), else UINT64_MAX */
+extern uint64_t straddle_pen_int, unaligned_pen_int;
 
 int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void options_defaults(void);
@@ -361,6 +364,20 @@ static inline uint64_t *array_find(Array *a, uint64_t k)
                 return t + i;
     }
     return NULL;
+}
+
+/* Whether key k is in the array, no recency change: for a set of 8 ways (an L1D's, an L2's: their
+ * hits fall on any way), every way compared without a branch on which one holds it. */
+static inline bool array_has(Array *a, uint64_t k)
+{
+    if (a->sel != 8)
+        return array_find(a, k) != NULL;
+    const uint64_t *s = a->e + (k & a->set_mask) * 8;
+    uint64_t m = 0;
+#pragma GCC unroll 8
+    for (unsigned i = 0; i < 8; i++)
+        m |= (s[i] >> 1) ^ k ? 0 : 1;
+    return m;
 }
 
 static inline uint64_t *array_mru(Array *a, uint64_t k)

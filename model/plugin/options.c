@@ -23,6 +23,12 @@ bool opt_given[OPT_COUNT];
 const char *const arch_names[] = {"x86_64", "sparc64", "armv6"};
 uint64_t numa_lat_m[MAX_NODES][MAX_NODES];
 int unaligned_pol[9];
+uint64_t straddle_pen_int, unaligned_pen_int;
+
+static uint64_t whole_cycles(double pen)
+{
+    return pen == (double)(uint64_t)pen ? (uint64_t)pen : UINT64_MAX;
+}
 
 enum kind { K_U64, K_F64, K_F64P, K_ENUM, K_STR, K_LIST, K_MATRIX };
 static const char *const kind_names[] = {"U64", "F64", "F64P", "ENUM", "STR", "LIST", "MATRIX"};
@@ -287,6 +293,8 @@ int options_validate(void)
             return fail("l3_lat=%" PRIu64 " must lie between l2_lat=%" PRIu64 " and mem_lat=%" PRIu64
                         ": latencies are load-to-use cycles", cfg.l3_lat, cfg.l2_lat, cfg.mem_lat);
     }
+    straddle_pen_int = whole_cycles(cfg.straddle_penalty);
+    unaligned_pen_int = whole_cycles(cfg.unaligned_penalty);
     uint64_t n = cfg.numa_nodes;
     if (cfg.numa_lat_n == 0) { /* one latency for every node: mem_lat */
         for (uint64_t i = 0; i < n; i++)

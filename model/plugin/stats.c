@@ -110,8 +110,10 @@ static inline uint64_t serial_parts(const Counters *c, uint64_t *p)
                     c->mem_cycles_i - l1i_mem * cfg.l1i_lat;
     uint64_t tlb_misses = c->itlb_misses + c->dtlb_misses;
     p[CYC_TLB] = have_stlb ? tlb_misses * cfg.stlb_lat + c->stlb_misses * cfg.tlb_miss : tlb_misses * cfg.tlb_miss;
-    p[CYC_STRADDLE] = round_cycles(cfg.straddle_penalty * (double)c->straddles);
-    p[CYC_UNAL_HW] = round_cycles(cfg.unaligned_penalty * (double)c->unaligned_hw);
+    p[CYC_STRADDLE] = straddle_pen_int != UINT64_MAX ? straddle_pen_int * c->straddles
+                                                     : round_cycles(cfg.straddle_penalty * (double)c->straddles);
+    p[CYC_UNAL_HW] = unaligned_pen_int != UINT64_MAX ? unaligned_pen_int * c->unaligned_hw
+                                                    : round_cycles(cfg.unaligned_penalty * (double)c->unaligned_hw);
     p[CYC_UNAL_TRAP] = c->unaligned_trap * cfg.trap_cost;
     p[CYC_LOCK] = c->locked_inline * cfg.lock_cost + c->locked_split * cfg.split_lock_cost;
     p[CYC_PF] = c->pf_trapped * cfg.prefetch_trap;

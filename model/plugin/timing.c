@@ -87,6 +87,7 @@ static bool values_known;                /* user mode: loaded values can be read
 #define ROBQ 256
 #define SBQ 256
 #define PROD 32
+#define PROD_PAGES 4096 /* the filter of the pages of the values loaded (depends) */
 #define MAX_SLOTS 256
 #define MAX_CHAN 64
 #define STRIDE_SETS 16
@@ -123,6 +124,7 @@ typedef struct {
     uint64_t *page;
     uint16_t *prev, *next, head, tail;
     uint16_t cnt[STREAM_HASH];
+    uint16_t at[STREAM_HASH]; /* the entry a page of this hash was last found in or put in */
     StreamE *e;
 } Streams;
 
@@ -141,11 +143,19 @@ typedef struct {
     unsigned b, n;
 } Path;
 
-/* The MSHRs of a level: when each frees, a min-heap (h[0]: the one that frees first) */
+/* The MSHRs of a level: when each frees, in ascending order in a ring (h[b]: the one that frees first;
+ * times mostly come in order, so a new one mostly goes at the end) */
+#define POOL_MASK (MAX_SLOTS - 1)
 typedef struct {
     uint64_t h[MAX_SLOTS];
-    unsigned n;
+    unsigned b, n;
 } Pool;
+
+/* when the pool's first MSHR frees */
+static inline uint64_t pool_min(const Pool *p)
+{
+    return p->h[p->b];
+}
 
 struct Timing {
     uint64_t now_q8;                 /* T at the last event */
@@ -159,7 +169,7 @@ struct Timing {
     uint64_t last_commit;
     uint64_t prod_value[PROD], prod_done[PROD]; /* the last PROD loads that missed: what each returned, when */
     uint64_t prod_latest;                       /* the latest of prod_done */
-    uint8_t prod_pages[256];                    /* how many of prod_value lie in each page (mod 256) */
+    uint8_t prod_pages[PROD_PAGES];             /* how many of prod_value lie in each page (mod PROD_PAGES) */
     unsigned prod_i;
     uint64_t latest;                 /* the latest completion handed out (drain) */
     Pft pft[1u << PFT_BITS];
@@ -326,26 +336,17 @@ static void retire(VCpu *v, uint64_t insn, uint64_t loads, uint64_t stores, uint
     }
 }
 
-/* The MSHR that frees first is taken until `done` (a request starts no earlier
- * than it frees): the heap's root replaced, sifted down. */
+/* The MSHR that frees first is taken until `done` (a request starts no earlier than it frees, so done
+ * is not below it): the first leaves the ring, done goes in after the times at or below it. */
 static inline void pool_take(Pool *p, uint64_t done)
 {
-    unsigned i = 0;
-    for (;;) {
-        unsigned l = 2 * i + 1, r = l + 1, m = i;
-        uint64_t v = done;
-        if (l < p->n && p->h[l] < v) {
-            m = l;
-            v = p->h[l];
-        }
-        if (r < p->n && p->h[r] < v)
-            m = r;
-        if (m == i)
-            break;
-        p->h[i] = p->h[m];
-        i = m;
+    unsigned b = (p->b + 1) & POOL_MASK, k = p->n - 1;
+    while (k && p->h[(b + k - 1) & POOL_MASK] > done) {
+        p->h[(b + k) & POOL_MASK] = p->h[(b + k - 1) & POOL_MASK];
+        k--;
     }
-    p->h[i] = done;
+    p->h[(b + k) & POOL_MASK] = done;
+    p->b = b;
 }
 
 /* The end of a transfer of q (Q8) over path p that would end at `done` were the path free: the first end
@@ -362,24 +363,28 @@ static uint64_t path_take(Path *p, uint64_t q, uint64_t done, uint64_t horizon)
         e++;
         n--;
     }
-    if (n && done < e[n - 1] + q) /* not after every transfer held: find the gap */
-        for (unsigned k = 0; k < n; k++) {
-            if (done < e[k] + q && e[k] < done + q) /* [done - q, done) meets [e - q, e) */
-                done = e[k] + q;
-        }
+    /* the first gap at or after done: the ends it is past, then the ones it meets (each moves it to
+     * that end: the ends held are q apart or more, so it meets them in a row), then none; done goes in
+     * at k, after the ends below it */
+    unsigned k = n;
+    if (n && done < e[n - 1] + q) { /* not after every transfer held */
+        k = 0;
+        while (e[k] + q <= done)
+            k++;
+        while (k < n && e[k] < done + q)
+            done = e[k++] + q;
+    }
     if (n == PATH_SLOTS) { /* the earliest end leaves */
         e++;
         n--;
+        k -= k > 0;
     }
     if (e + n == p->end + 2 * PATH_SLOTS) { /* at the top: moved down */
         memmove(p->end, e, n * sizeof e[0]);
         e = p->end;
     }
-    unsigned k = n;
-    while (k && e[k - 1] > done) {
-        e[k] = e[k - 1];
-        k--;
-    }
+    for (unsigned m = n; m > k; m--)
+        e[m] = e[m - 1];
     e[k] = done;
     p->b = (unsigned)(e - p->end);
     p->n = n + 1;
@@ -394,12 +399,12 @@ static uint64_t fill(VCpu *v, uint64_t line, int lvl, uint64_t mem_q8, uint64_t 
 {
     uint64_t start = *startp;
     Timing *t = v->t;
-    if (l1 && t->fb.h[0] > start)
-        start = t->fb.h[0];
-    if (lvl >= 3 && t->sq.h[0] > start)
-        start = t->sq.h[0];
-    if (lvl >= 4 && have_l3 && t->l3q.h[0] > start)
-        start = t->l3q.h[0];
+    if (l1 && pool_min(&t->fb) > start)
+        start = pool_min(&t->fb);
+    if (lvl >= 3 && pool_min(&t->sq) > start)
+        start = pool_min(&t->sq);
+    if (lvl >= 4 && have_l3 && pool_min(&t->l3q) > start)
+        start = pool_min(&t->l3q);
     *startp = start; /* when it leaves: its MSHRs were free */
     uint64_t done = start + (lvl >= 4 ? mem_q8 : lat_q8[lvl]);
     if (lvl >= 4 && cfg.mem_channels) {
@@ -475,12 +480,11 @@ static void prefetch_line(VCpu *v, int into, uint64_t line, uint64_t now, uint64
     /* an L1D prefetch of a line on its way to the L2 comes with that fill */
     uint64_t not_before = filling ? e->done + lat_q8[2] - lat_q8[1] : 0;
     int lvl;
-    if (into == 1 ? array_find(&v->l1d, line) != NULL
-                  : !have_l2 || array_find(&v->l2, (line << l1d_shift) >> l2_shift) != NULL)
+    if (into == 1 ? array_has(&v->l1d, line) : !have_l2 || array_has(&v->l2, (line << l1d_shift) >> l2_shift))
         return;
     /* demand misses come first: a prefetch goes only when one of its level's MSHRs is free (as gem5's
      * caches send a queued prefetch only then) */
-    if ((into == 1 ? t->fb.h[0] : t->sq.h[0]) > now) {
+    if ((into == 1 ? pool_min(&t->fb) : pool_min(&t->sq)) > now) {
         v->c.hwpf_dropped++;
         return;
     }
@@ -512,15 +516,16 @@ static void ip_stride(VCpu *v, int lvl, uint64_t pc, uint64_t addr, uint64_t now
     uint64_t dist = lvl == 1 ? cfg.l1d_pf_stride_dist : cfg.l2_pf_stride_dist;
     bool page = lvl == 1 ? cfg.l1d_pf_stride_page : cfg.l2_pf_stride_page;
     StrideE *set = t->stride[lvl - 1][(pc ^ (pc >> 4)) % STRIDE_SETS];
-    StrideE *e = NULL, *victim = &set[0];
-    for (int i = 0; i < STRIDE_WAYS; i++) {
+    StrideE *e = NULL;
+    for (int i = 0; i < STRIDE_WAYS; i++)
         if (set[i].valid && set[i].pc == pc)
             e = &set[i];
-        if (!set[i].valid || set[i].tick < victim->tick)
-            victim = &set[i];
-    }
     t->tick++;
     if (!e) {
+        StrideE *victim = &set[0];
+        for (int i = 0; i < STRIDE_WAYS; i++)
+            if (!set[i].valid || set[i].tick < victim->tick)
+                victim = &set[i];
         victim->valid = true;
         victim->pc = pc;
         victim->last = addr;
@@ -584,14 +589,25 @@ static void stream(VCpu *v, int lvl, uint64_t line, uint64_t now, uint64_t insn)
     Streams *st = &t->stream[lvl - 1];
     uint64_t pg = line >> page_lines_shift, i = n;
     unsigned h = stream_hash(pg);
-    if (st->cnt[h])
-        for (i = 0; i < n && st->page[i] != pg; i++)
-            ;
+    if (st->cnt[h]) {
+        /* where this hash's page was last: there, or (when this hash has one page, and that is it)
+         * not in the table; else a scan */
+        uint64_t a = st->at[h];
+        if (st->page[a] == pg)
+            i = a;
+        else if (st->cnt[h] > 1 || stream_hash(st->page[a]) != h) {
+            for (i = 0; i < n && st->page[i] != pg; i++)
+                ;
+            if (i < n)
+                st->at[h] = (uint16_t)i;
+        }
+    }
     if (i == n) { /* a new stream: the last free entry, or else the least recently used */
         i = st->tail;
         if (st->page[i] != UINT64_MAX)
             st->cnt[stream_hash(st->page[i])]--;
         st->cnt[h]++;
+        st->at[h] = (uint16_t)i;
         st->page[i] = pg;
         stream_touch(st, (uint16_t)i);
         st->e[i] = (StreamE){.last = (int64_t)line, .frontier = (int64_t)line, .dir = 0};
@@ -686,8 +702,8 @@ static inline void producer(VCpu *v, uint64_t vaddr, unsigned size, uint64_t don
     Timing *t = v->t;
     uint64_t value = loaded_value(vaddr, size);
     if (t->prod_done[t->prod_i]) /* the entry replaced */
-        t->prod_pages[(t->prod_value[t->prod_i] >> 12) & 255]--;
-    t->prod_pages[(value >> 12) & 255]++;
+        t->prod_pages[(t->prod_value[t->prod_i] >> 12) & (PROD_PAGES - 1)]--;
+    t->prod_pages[(value >> 12) & (PROD_PAGES - 1)]++;
     t->prod_value[t->prod_i] = value;
     t->prod_done[t->prod_i] = done;
     t->prod_i = (t->prod_i + 1) % PROD;
@@ -710,7 +726,8 @@ static uint64_t depends(VCpu *v, uint64_t vaddr, uint64_t now)
         return 0;
     /* a value within 4 KiB of vaddr lies in its page or one beside it: none there, none near */
     uint64_t pg = vaddr >> 12;
-    if (!(t->prod_pages[(pg - 1) & 255] | t->prod_pages[pg & 255] | t->prod_pages[(pg + 1) & 255]))
+    if (!(t->prod_pages[(pg - 1) & (PROD_PAGES - 1)] | t->prod_pages[pg & (PROD_PAGES - 1)] |
+          t->prod_pages[(pg + 1) & (PROD_PAGES - 1)]))
         return 0;
     for (unsigned i = 0; i < PROD; i++) { /* (without branches: which of them match is anyone's guess) */
         uint64_t d = t->prod_done[i];
