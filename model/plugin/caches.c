@@ -497,7 +497,10 @@ static inline HOT int pf_fill_l1d_x(VCpu *v, uint64_t line, const int X)
 {
     uint64_t victim = INVALID_TAG;
     v->pf_mem_lat = 0;
-    array_read_c(&v->l1d, line, &victim, X ? 8 : -1, 0); /* not there (the caller looked): inserted */
+    if (X) /* not there (the caller looked): inserted */
+        array_insert_w(array_mru_c(&v->l1d, line, 8), 8, line, &victim);
+    else
+        array_read_c(&v->l1d, line, &victim, -1, 0);
     int lvl = lower_read_x(v, line << l1d_shift, false, X, 1);
     if (victim != INVALID_TAG && (victim & 1)) {
         v->c.l1d_writebacks++;
@@ -514,7 +517,10 @@ static inline HOT int pf_fill_l2_x(VCpu *v, uint64_t line, const int X)
     uint64_t addr = line << l1d_shift, victim = INVALID_TAG;
     v->pf_mem_lat = 0;
     /* not there (the caller looked): inserted */
-    array_read_c(&v->l2, addr >> l2_shift, &victim, X ? 8 : -1, 0);
+    if (X)
+        array_insert_w(array_mru_c(&v->l2, addr >> l2_shift, 8), 8, addr >> l2_shift, &victim);
+    else
+        array_read_c(&v->l2, addr >> l2_shift, &victim, -1, 0);
     v->c.hwpf_l2_misses++;
     int lvl = 0;
     if ((X || have_l3) && l3_read_x(v, addr, X, 1))

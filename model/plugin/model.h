@@ -240,6 +240,18 @@ static inline __attribute__((always_inline)) int array_read_w(uint64_t *s, const
     return 0;
 }
 
+/* The same read of a key known not to be in its set of W ways: the ways move down one, the last is
+ * the victim, the key goes in at way 0 (a prefetch's fill, after its caller looked) */
+static inline __attribute__((always_inline)) void array_insert_w(uint64_t *s, const unsigned W, uint64_t k,
+                                                                uint64_t *victim)
+{
+    *victim = s[W - 1];
+#pragma GCC unroll 8
+    for (unsigned i = W - 1; i > 0; i--)
+        s[i] = s[i - 1];
+    s[0] = k << 1;
+}
+
 /* A read of a set of 4 ways (s), or of a split array's set (its 4 head ways
  * in s, the other tw ways in t), without a branch on where the key sits: each
  * way's new entry is selected by masks (the key above it: it stays; else the

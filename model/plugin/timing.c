@@ -353,7 +353,7 @@ static inline void pool_take(Pool *p, uint64_t done)
  * at or after it whose transfer overlaps none of the ones the path holds. One pass over the ends in
  * ascending order finds it (a transfer moved past one end can only meet later ones). `horizon`: no
  * fill from now on ends before it (the clock plus the path's shortest latency). */
-static uint64_t path_take(Path *p, uint64_t q, uint64_t done, uint64_t horizon)
+static inline __attribute__((always_inline)) uint64_t path_take(Path *p, uint64_t q, uint64_t done, uint64_t horizon)
 {
     /* the transfers that end by `horizon` - q leave: no fill from now on ends before horizon, so none
      * can meet them */
