@@ -2,6 +2,8 @@
 
 import json
 import os
+import stat
+import threading
 
 import pytest
 
@@ -28,6 +30,21 @@ def test_atomic_write_failure_keeps_old_content_and_leaves_no_temp(tmp_path, mon
         results.atomic_json(p, {"x": 2})
     assert json.loads(p.read_text()) == {"x": 1}
     assert [f.name for f in tmp_path.iterdir()] == ["a.json"]
+
+
+def test_atomic_write_to_a_fifo_or_device_writes_in_place(tmp_path):
+    """`bundle -o /dev/null` as root: a rename would put a regular file where the device was
+    (every program's /dev/null then a file); a device or FIFO is written in place instead."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()), daemon=True)
+    reader.start()
+    results.atomic_json(fifo, {"x": 3})
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode), "the FIFO was replaced by a file"
+    reader.join(timeout=30)
+    assert got == [b'{\n  "x": 3\n}\n']
+    assert [f.name for f in tmp_path.iterdir()] == ["pipe"]  # no temporary file left
 
 
 def test_rundir_resumes_same_args_and_not_others(tmp_path):

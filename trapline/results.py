@@ -31,6 +31,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 from pathlib import Path
@@ -199,14 +200,29 @@ def _umask() -> int:
     return old
 
 
+def _special(path: Path) -> bool:
+    """path exists and is neither a regular file nor a folder (a device, a FIFO, a socket)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
 def atomic_write(path: Path, data: str | bytes, parents: bool = True) -> None:
     """Write to a temp file beside `path`, fsync, rename: readers see the old or the new
     file, never a part, and a write that fails for any reason (a full disk, `path` a
     directory, an interrupt) removes its temp file. The one way trapline writes a file
     in place. The file gets the mode open(2) would give it (0666 less the umask), not
-    mkstemp's 0600. parents: make the missing folders above it (else the OSError)."""
+    mkstemp's 0600. parents: make the missing folders above it (else the OSError). A path
+    that is a device or a FIFO (`-o /dev/null`) is written in place: a rename would put a
+    file where the device was."""
     path = Path(path)
     blob = data.encode() if isinstance(data, str) else data
+    if _special(path):
+        with open(path, "wb") as f:
+            f.write(blob)
+        return
     try:
         if parents:
             path.parent.mkdir(parents=True, exist_ok=True)

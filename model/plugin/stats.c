@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "model.h"
@@ -338,7 +339,13 @@ void plugin_exit(qemu_plugin_id_t id, void *p)
         fclose(trace_fp);
         trace_fp = NULL;
     }
-    if (cfg.out) {
+    struct stat st;
+    if (cfg.out && stat(cfg.out, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+        /* a device or a FIFO (out=/dev/null): written in place; a rename would put a file there */
+        FILE *f = fopen(cfg.out, "w");
+        if (!f || fwrite(s.buf, 1, s.len, f) != s.len || fclose(f))
+            fprintf(stderr, "trapline-model: cannot write %s: %s\n", cfg.out, strerror(errno));
+    } else if (cfg.out) {
         char tmp[PATH_MAX];
         snprintf(tmp, sizeof tmp, "%s.tmp%d", cfg.out, (int)getpid());
         FILE *f = fopen(tmp, "w");
