@@ -16,6 +16,7 @@
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,23 @@ sys.path.insert(0, str(ROOT))
 # runs) would start stops with one line (from_source.NO_BUILD_ENV); the tests take a gem5 already
 # built (trapline.platforms.gem5.binary.for_tests: the cache or ../shared/gem5/)
 os.environ.setdefault("TRAPLINE_NO_GEM5_BUILD", "1")
+
+
+@pytest.fixture
+def fifo(tmp_path):
+    """A FIFO, tmp_path/pipe, with a thread reading it: (its path, read()), read() giving what was
+    written once the writer closed it (None if nothing came within 30 s). A writer that renames a
+    file over it leaves the reader waiting: check the FIFO is still one before read()."""
+    path = tmp_path / "pipe"
+    os.mkfifo(path)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(path.read_bytes()), daemon=True)
+    reader.start()
+
+    def read():
+        reader.join(timeout=30)
+        return got[0] if got else None
+    return path, read
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 import json
 import os
 import stat
-import threading
 
 import pytest
 
@@ -32,18 +31,13 @@ def test_atomic_write_failure_keeps_old_content_and_leaves_no_temp(tmp_path, mon
     assert [f.name for f in tmp_path.iterdir()] == ["a.json"]
 
 
-def test_atomic_write_to_a_fifo_or_device_writes_in_place(tmp_path):
+def test_atomic_write_to_a_fifo_or_device_writes_in_place(fifo, tmp_path):
     """`bundle -o /dev/null` as root: a rename would put a regular file where the device was
     (every program's /dev/null then a file); a device or FIFO is written in place instead."""
-    fifo = tmp_path / "pipe"
-    os.mkfifo(fifo)
-    got = []
-    reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()), daemon=True)
-    reader.start()
-    results.atomic_json(fifo, {"x": 3})
-    assert stat.S_ISFIFO(os.stat(fifo).st_mode), "the FIFO was replaced by a file"
-    reader.join(timeout=30)
-    assert got == [b'{\n  "x": 3\n}\n']
+    path, read = fifo
+    results.atomic_json(path, {"x": 3})
+    assert stat.S_ISFIFO(os.stat(path).st_mode), "the FIFO was replaced by a file"
+    assert read() == b'{\n  "x": 3\n}\n'
     assert [f.name for f in tmp_path.iterdir()] == ["pipe"]  # no temporary file left
 
 

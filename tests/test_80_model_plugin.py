@@ -31,7 +31,6 @@ import shutil
 import stat
 import struct
 import subprocess
-import threading
 from pathlib import Path
 
 import pytest
@@ -631,21 +630,17 @@ def test_output_is_byte_identical_across_runs(plugin, bins, tmp_path):
     assert outs[0] == outs[1]
 
 
-def test_out_to_a_fifo_or_device_is_written_in_place(plugin, bins, tmp_path):
+def test_out_to_a_fifo_or_device_is_written_in_place(plugin, bins, fifo, tmp_path):
     """out=/dev/null as root: the stats' atomic rename would put a regular file where the
     device was (the machine's /dev/null then a file no other user can write); a device or
     a FIFO is written in place."""
-    fifo = tmp_path / "pipe"
-    os.mkfifo(fifo)
-    got = []
-    reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()), daemon=True)
-    reader.start()
-    r = subprocess.run([QEMU["x86_64"], "-plugin", f"{plugin},out={fifo}", str(bins["features.x86_64"])],
+    path, read = fifo
+    r = subprocess.run([QEMU["x86_64"], "-plugin", f"{plugin},out={path}", str(bins["features.x86_64"])],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert stat.S_ISFIFO(os.stat(fifo).st_mode), "the FIFO was replaced by a file"
-    reader.join(timeout=30)
-    assert got and json.loads(got[0])["tool"] == "trapline-model"
+    assert stat.S_ISFIFO(os.stat(path).st_mode), "the FIFO was replaced by a file"
+    got = read()
+    assert got and json.loads(got)["tool"] == "trapline-model"
     assert [f.name for f in tmp_path.iterdir()] == ["pipe"]  # no temporary file left
 
 

@@ -339,19 +339,18 @@ void plugin_exit(qemu_plugin_id_t id, void *p)
         fclose(trace_fp);
         trace_fp = NULL;
     }
-    struct stat st;
-    if (cfg.out && stat(cfg.out, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
-        /* a device or a FIFO (out=/dev/null): written in place; a rename would put a file there */
-        FILE *f = fopen(cfg.out, "w");
-        if (!f || fwrite(s.buf, 1, s.len, f) != s.len || fclose(f))
-            fprintf(stderr, "trapline-model: cannot write %s: %s\n", cfg.out, strerror(errno));
-    } else if (cfg.out) {
+    if (cfg.out) {
+        /* to a temporary file renamed into place; a device or a FIFO (out=/dev/null) is written in
+         * place: a rename would put a file there */
+        struct stat st;
+        bool in_place = stat(cfg.out, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
         char tmp[PATH_MAX];
         snprintf(tmp, sizeof tmp, "%s.tmp%d", cfg.out, (int)getpid());
-        FILE *f = fopen(tmp, "w");
-        if (!f || fwrite(s.buf, 1, s.len, f) != s.len || fclose(f) || rename(tmp, cfg.out)) {
+        FILE *f = fopen(in_place ? cfg.out : tmp, "w");
+        if (!f || fwrite(s.buf, 1, s.len, f) != s.len || fclose(f) || (!in_place && rename(tmp, cfg.out))) {
             fprintf(stderr, "trapline-model: cannot write %s: %s\n", cfg.out, strerror(errno));
-            unlink(tmp);
+            if (!in_place)
+                unlink(tmp);
         }
     } else {
         fwrite(s.buf, 1, s.len, stderr); /* qemu_plugin_outs() is silent without -d plugin */
