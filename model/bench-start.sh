@@ -38,6 +38,13 @@ for a in "$@"; do
     *) echo "usage: model/bench-start.sh [runs=N] [reps=N]" >&2; exit 2 ;;
     esac
 done
+# A user's Python writes the bytecode of trapline's modules at the first command (the image's
+# build compiles them, Dockerfile); where the environment forbids it (PYTHONDONTWRITEBYTECODE),
+# every command compiles every module it imports again: timed as a user's machine runs it.
+if [ -n "${PYTHONDONTWRITEBYTECODE:-}" ]; then
+    echo "PYTHONDONTWRITEBYTECODE is set here: unset for these runs (a user's machine writes the bytecode once)"
+    unset PYTHONDONTWRITEBYTECODE
+fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/trapline-bench-start.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 

@@ -487,3 +487,18 @@ def test_a_run_made_before_platform_report_keeps_its_column_order():
     info = sections.platform_report(manifest, es)
     assert sections.platforms_in(es, info) == ["model", "host", "qemu"]
     assert sections.platform_lines(manifest, es) == ["h", "m"]
+
+
+def test_a_command_that_runs_no_gem5_loads_no_gem5_engine():
+    """Every command that runs experiments loads every platform for its options; gem5's
+    engine module (its run, machine export and parameter tables) is imported only when a
+    gem5 engine is asked for (base.Engines), so `simulate` on the model does not pay for it
+    (start-up, docs/performance.md)."""
+    import subprocess
+    import sys
+    code = ("import sys; from trapline import cli, platforms; cli.parser('simulate'); "
+            "e = 'trapline.platforms.gem5.engine'; print(e in sys.modules); "
+            "cls = platforms.all()['gem5'].engines['se']; print(e in sys.modules, cls.__name__, "
+            "list(platforms.all()['gem5'].engines), list(platforms.all()['model'].engines))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == ["False", "True Gem5Engine ['se'] ['user', 'guest']"]

@@ -13,6 +13,8 @@ platform's name.
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import re
@@ -34,6 +36,30 @@ class PlatformRun:
     binaries: dict[str, str] = field(default_factory=dict)  # path -> sha256
     seconds: float = 0.0
     facts: dict = field(default_factory=dict)  # platform specifics for the entry (e.g. emulation time)
+
+
+class Engines(Mapping):
+    """A platform's `engines` whose classes are imported when first asked for, each named
+    "module:Class" (Engines(se="trapline.platforms.gem5.engine:Gem5Engine")): every command
+    loads every platform for its options, and an engine whose module is heavy (gem5's: its
+    parameter tables) costs only the commands that run it. Read as any mapping of mode ->
+    Engine class."""
+
+    def __init__(self, **names: str):
+        self._names = names
+        self._classes: dict[str, type] = {}
+
+    def __getitem__(self, mode: str) -> type:
+        if mode not in self._classes:
+            module, _, cls = self._names[mode].partition(":")
+            self._classes[mode] = getattr(importlib.import_module(module), cls)
+        return self._classes[mode]
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
 
 
 @dataclass(frozen=True)
@@ -197,8 +223,9 @@ class Platform:
     # How it runs a program, by mode, first the default: "user" (the program alone, no
     # kernel: QEMU user mode), "guest" (under Linux in a booted guest: --guest), "se"
     # (gem5's syscall emulation), "native" (on this machine's CPU) -> the Engine class
-    # (trapline/platforms/engine.py) that runs it there. Empty: it runs no program of a user's.
-    engines: dict[str, type] = {}
+    # (trapline/platforms/engine.py) that runs it there (a dict, or Engines: imported when
+    # first asked for). Empty: it runs no program of a user's.
+    engines: Mapping[str, type] = {}
     # Its own command-line options (CommandOption), on every command that runs experiments.
     options: tuple[CommandOption, ...] = ()
     # What one of its lanes takes when its experiment file gives no `cost_s`: seconds in

@@ -30,16 +30,28 @@ import os
 from trapline import arch as arch_table, build
 from trapline.errors import RunFailed, UsageError
 from trapline.machine import report_lines as machine_lines
-from trapline.platforms.base import CommandOption, Platform
+from trapline.platforms.base import CommandOption, Engines, Platform
 from trapline.platforms.engine import SimulatorLane
 from trapline.platforms.gem5 import binary, stats
-from trapline.platforms.gem5.engine import Gem5Engine, cpu_of, kernel_flavour  # noqa: F401 (cpu_of: callers')
+
+# The engine's module (gem5's run, the machine export and its parameter tables) is imported
+# by the commands that run gem5, not by every command that lists the platforms' options.
+ENGINE = "trapline.platforms.gem5.engine"
+
+
+def __getattr__(name: str):
+    """Gem5Engine, cpu_of and kernel_flavour, as this package's callers name them: from the engine's module."""
+    if name in ("Gem5Engine", "cpu_of", "kernel_flavour"):
+        import importlib
+        return getattr(importlib.import_module(ENGINE), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def build_kernels(arches, log=None) -> list:
     """The kernels' build directories in the flavour the gem5 find() finds runs (kernel_flavour),
     for each of `arches` whose ISA that gem5 has (`./run.sh build --for-gem5`: the Docker image
     builds them while its cache is writable)."""
+    from trapline.platforms.gem5.engine import kernel_flavour
     g = binary.facts(binary.find())
     return [build.build(a, flavour=kernel_flavour(a, g), log=log) for a in arches
             if arch_table.get(a).gem5_isa in g["isas"]]
@@ -50,6 +62,7 @@ class Gem5Lane(SimulatorLane):
     mode = "se"
 
     def sweep_keys(self) -> dict:
+        from trapline.platforms.gem5.engine import kernel_flavour
         g = binary.facts(binary.find())
         flavour = kernel_flavour(self.arch, g)
         build.build(self.arch, log=self.ctx.log, flavour=flavour)  # built once here, so the workers find it
@@ -69,7 +82,7 @@ class Gem5Platform(Platform):
     counters = tuple(c.name for c in stats.COUNTERS)
     lane_needs = "trapline's changes to gem5 (gem5_configs/changes/<name>)"
     lanes = (Gem5Lane,)
-    engines = {"se": Gem5Engine}  # (the CPU model: the machine's gem5.cpu, --set gem5.cpu=...)
+    engines = Engines(se=f"{ENGINE}:Gem5Engine")  # (the CPU model: the machine's gem5.cpu, --set gem5.cpu=...)
     options = (CommandOption("--gem5", "PATH", "the gem5 binary for the gem5 platform (default: $GEM5, then "
                                                "gem5.opt or gem5 on PATH)"),)
 
