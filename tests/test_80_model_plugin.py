@@ -613,6 +613,27 @@ def test_without_markers_the_whole_run_is_one_region(plugin, bins, tmp_path):
     assert whole == stats["total"]
 
 
+def test_fill_buffers_beyond_256_still_overlap_more_misses(plugin, bins, tmp_path):
+    """core=ooo: every value in an option's range is modelled, none cut short by a table of
+    the plugin's: 20,000 independent loads of random lines, memory 2,000 cycles away and a
+    4,096-instruction window (about 240 loads of replay.c), so that 512 fill buffers overlap
+    more of them than 256 (the MSHR rings and the window's queue held 256 before, and 512
+    or 1,024 gave 256's time), 1,024 no more than 512 (the window binds), and 128 fewer."""
+    rng = random.Random(7)
+    span = 64 << 20
+    write_ops(tmp_path / "ops.bin", span, [(line * 64, 8, False) for line in rng.sample(range(span // 64), 20000)])
+    base = {"core": "ooo", "cpi": 0.25, "mem_lat": 2000, "tlb_miss": 0, "rob": 4096, "lq": 4096, "sb": 4096}
+    cycles = {}
+    for fb in (128, 256, 512, 1024):
+        _, stats, _ = run_model(plugin, "x86_64", bins["replay.x86_64"], [tmp_path / "ops.bin"],
+                                {**base, "l1d_mshrs": fb}, tmp_path)
+        region = stats["regions"][0]
+        assert region["l1d"]["load_misses"] >= 20000
+        cycles[fb] = (region["cycles"], region["timing"]["data_stall_cycles"])
+    assert cycles[128][0] > cycles[256][0] > cycles[512][0] >= cycles[1024][0], cycles
+    assert cycles[512][1] > 0, cycles  # the window still stalls: the fill buffers were what bound 256
+
+
 def test_output_is_byte_identical_across_runs(plugin, bins, tmp_path):
     rng = random.Random(5)
     cfg = draw_config(rng)

@@ -72,6 +72,13 @@ enum opt_id {
     OPT_COUNT
 };
 
+/* each option's largest valid value (OPT_MAX_rob ...): what a table sized by an option holds */
+enum opt_max {
+#define OPT(name, kind, def, min, max, ...) OPT_MAX_##name = max,
+#include "options.def"
+#undef OPT
+};
+
 extern Config cfg;
 extern bool opt_given[OPT_COUNT]; /* set on the command line (not a default) */
 extern const char *const arch_names[];

@@ -84,15 +84,19 @@ static unsigned n_fb, n_sq, n_l3q;
 static uint64_t guest_base;              /* user mode: host address = guest address + guest_base */
 static bool values_known;                /* user mode: loaded values can be read */
 
-#define ROBQ 256
-#define SBQ 256
+/* The queues hold as many as their options allow (0 MSHRs: the most), so a value in an option's range
+ * is never cut short here: the window's outstanding load misses (rob), the store buffer (sb) and each
+ * level's MSHRs (a ring: a power of two) */
+#define ROBQ OPT_MAX_rob
+#define SBQ OPT_MAX_sb
+#define MAX_SLOTS OPT_MAX_l1d_mshrs
+_Static_assert(OPT_MAX_l2_mshrs <= MAX_SLOTS && OPT_MAX_l3_mshrs <= MAX_SLOTS && !(MAX_SLOTS & (MAX_SLOTS - 1)),
+               "the MSHR rings hold every level's most");
 #define PROD 32
 #define PROD_PAGES 4096 /* the filter of the pages of the values loaded (depends) */
-#define MAX_SLOTS 256
-#define MAX_CHAN 64
+#define MAX_CHAN OPT_MAX_mem_channels
 #define STRIDE_SETS 16
 #define STRIDE_WAYS 4
-#define MAX_STREAMS 1024
 
 enum { PF_NONE, PF_L1, PF_L2 };
 
