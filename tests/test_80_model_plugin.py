@@ -634,6 +634,24 @@ def test_fill_buffers_beyond_256_still_overlap_more_misses(plugin, bins, tmp_pat
     assert cycles[512][1] > 0, cycles  # the window still stalls: the fill buffers were what bound 256
 
 
+def test_no_line_crosses_the_fill_path_faster_than_it_allows_whatever_the_fill_buffers(plugin, bins, tmp_path):
+    """l2_fill_width=32: a 64-byte line takes 2 cycles on the L2's path to the L1D, so a
+    stream over 128 KiB (the L1D misses it, the L2 holds it), eight times, issued at almost
+    no cost (cpi=0.01), takes at least about 2 cycles per L1D miss with 32 fill buffers and
+    with 512 (the path remembered 32 transfers, and with 512 fill buffers the lines crossed
+    at 0.70 cycles each)."""
+    write_ops(tmp_path / "ops.bin", 128 << 10, [((i % 2048) * 64, 8, False) for i in range(2048 * 8)])
+    base = {"core": "ooo", "cpi": 0.01, "tlb_miss": 0, "rob": 4096, "lq": 4096, "sb": 4096, "l2_fill_width": 32}
+    per_miss = {}
+    for fb in (32, 512):
+        _, stats, _ = run_model(plugin, "x86_64", bins["replay.x86_64"], [tmp_path / "ops.bin"],
+                                {**base, "l1d_mshrs": fb}, tmp_path)
+        region = stats["regions"][0]
+        assert region["l1d"]["load_misses"] >= 16384
+        per_miss[fb] = region["cycles"] / region["l1d"]["load_misses"]
+    assert 1.95 <= per_miss[32] < 2.2 and 1.95 <= per_miss[512] <= per_miss[32], per_miss
+
+
 def test_output_is_byte_identical_across_runs(plugin, bins, tmp_path):
     rng = random.Random(5)
     cfg = draw_config(rng)

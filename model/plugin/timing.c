@@ -141,8 +141,10 @@ static inline unsigned stream_hash(uint64_t page)
 /* A fill path (the L2's to the L1s, the L3's to the L2): the ends of the last transfers it carries, in
  * ascending order; a line takes path_q8 and no two overlap. Fills end in any order (an L2 hit after a
  * memory fill it overtakes), so a new one takes the first gap that fits at or after its own end; the
- * earliest end leaves when PATH_SLOTS are held. */
-#define PATH_SLOTS 32
+ * earliest end leaves when PATH_SLOTS are held. A transfer ends when its fill's MSHR frees, so the
+ * path holds as many as a level's MSHRs can be (32 let lines cross faster than the path allows with
+ * more than 32 fill buffers) */
+#define PATH_SLOTS MAX_SLOTS
 typedef struct {
     uint64_t end[2 * PATH_SLOTS]; /* the ends held: end[b .. b + n), moved down when they reach the top */
     unsigned b, n;
