@@ -22,7 +22,8 @@ region's start to the exit (trapline.platforms.gem5.stats reads them).
 
 --stdout/--stderr send the program's output to files (gem5's own messages stay
 on gem5's stderr); --cores gives the processor that many cores (SE mode runs
-each thread of the program on a core of its own); --max-ticks stops the run
+each thread of the program on a core of its own); --etc gives the program a
+folder of the host as its /etc (a gem5 RedirectPath); --max-ticks stops the run
 after that many ticks (0: build and instantiate the board, write config.ini,
 and stop before the first instruction).
 
@@ -35,6 +36,9 @@ gem5 API used here, checked against the gem5 sources (v23/v24 stdlib):
     Simulator(board=..., max_ticks=...).run(), get_current_tick(), get_last_exit_event_cause(),
     get_last_exit_event_code()  src/python/gem5/simulate/simulator.py
     CPUTypes                    src/python/gem5/components/processors/cpu_types.py
+    RedirectPath(app_path=..., host_paths=[...]), System.redirect_paths
+                                src/sim/RedirectPath.py, src/sim/System.py; applied by
+                                Process::checkPathRedirect (src/sim/process.cc)
 """
 
 import argparse
@@ -50,6 +54,7 @@ import m5
 from gem5.components.processors.cpu_types import CPUTypes
 from gem5.resources.resource import BinaryResource
 from gem5.simulate.simulator import Simulator
+from m5.objects import RedirectPath
 
 from trapline_gem5.board import TraplineBoard
 from trapline_gem5.params import from_machine
@@ -72,6 +77,8 @@ def parse_args(argv):
     ap.add_argument("--stderr", default=None, help="write the program's standard error to this file")
     ap.add_argument("--argv0", default=None,
                     help="the program's argv[0] (default: PROGRAM as given; gem5 loads PROGRAM from its absolute path)")
+    ap.add_argument("--etc", default=None,
+                    help="a folder the program sees as /etc (trapline: an empty one; default: the host's /etc)")
     ap.add_argument("--max-ticks", type=int, default=None,
                     help="stop after this many ticks (0: instantiate the board, write config.ini, and stop)")
     ap.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS]")
@@ -81,6 +88,8 @@ def parse_args(argv):
     args.program = args.program[1:] if args.program[:1] == ["--"] else args.program
     if not args.program:
         ap.error("needs a program after --: run_se.py --params machine.json -- PROGRAM [ARGS]")
+    if args.etc is not None and not os.path.isdir(args.etc):
+        ap.error(f"--etc {args.etc}: not a folder")
     if not os.path.isfile(args.program[0]):
         ap.error(f"program '{args.program[0]}' is not a file")
     return args
@@ -119,6 +128,14 @@ def main(argv):
     for core in board.get_processor().get_cores():
         for process in core.get_simobject().workload:
             process.cmd = argv
+
+    # /etc as --etc says (trapline: an empty folder of the run's), not the host's: a dynamically linked
+    # program's ld.so opens /etc/ld.so.cache, maps it and searches it for libc.so.6, and asks for
+    # /etc/ld.so.preload, through gem5's system calls on the host's files, so the program's instructions
+    # and memory layout would follow the host's installed libraries. gem5 takes a RedirectPath's paths as
+    # folders (src/sim/redirect_path.cc, normalizePath, appends "/"), so one file cannot be redirected.
+    if args.etc is not None:
+        board.redirect_paths = [RedirectPath(app_path="/etc", host_paths=[os.path.abspath(args.etc)])]
 
     outdir = m5.options.outdir
     os.makedirs(outdir, exist_ok=True)

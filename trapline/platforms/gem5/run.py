@@ -37,6 +37,14 @@ from trapline.runpath import RUN_PARENT, argv0, program, run_folder, stage  # no
 # The program runs from a copy, /tmp/trapline-gem5-XXXXXXXX/exe/<name>, as ./<name> (trapline/runpath.py
 # says why: gem5 puts its path on the stack and, through /proc/self/exe, on glibc's heap)
 RUN_SE = GEM5_CONFIGS / "run_se.py"
+# The program's /etc: this empty folder of the run's (run_se.py --etc, a gem5 RedirectPath), not the
+# host's. gem5 answers a program's system calls with the host's files, and a dynamically linked
+# program's ld.so opens /etc/ld.so.cache, maps it and searches it for libc.so.6 (and asks for
+# /etc/ld.so.preload): with the host's file, its instructions and where libc lands followed the host's
+# installed libraries (plt-itlb 4.537x natively against 4.568x in the image, whose file is smaller).
+# With no cache ld.so finds libc in its own system folders (/lib/x86_64-linux-gnu first), as on every
+# host with that glibc.
+GUEST_ETC = "etc"
 # gem5's CPU models (run_se.py --cpu): O3 for headlines (the claims are about real
 # pipelines), timing (TimingSimpleCPU: not pipelined, about 10x faster) for quick checks
 CPUS = ("o3", "timing", "minor")
@@ -180,9 +188,13 @@ def simulate(m: machines.Machine, argv: list[str], cpu: str = DEFAULT_CPU, cores
         d = Path(tmp)
         (d / "machine.json").write_text(json.dumps(exported or export(m), indent=1))
         exe = stage(prog, d)
+        # the program's /etc: an empty folder, the same on every host (GUEST_ETC says why)
+        etc = d / GUEST_ETC
+        etc.mkdir()
         out_f, err_f, outdir = d / "program.stdout", d / "program.stderr", d / "m5out"
         cmd = [str(gem5), "-q", f"--outdir={outdir}", str(RUN_SE), "--params", str(d / "machine.json"),
-               "--cpu", cpu, "--cores", str(cores), "--stdout", str(out_f), "--stderr", str(err_f)]
+               "--cpu", cpu, "--cores", str(cores), "--stdout", str(out_f), "--stderr", str(err_f),
+               "--etc", str(etc)]
         if mem_size:
             cmd += ["--mem-size", mem_size]
         if max_ticks is not None:
