@@ -67,6 +67,7 @@ VERIFIED_GEM5_API = {
         "StreamPrefetcher": "trapline's gem5 only: gem5_configs/changes/prefetchers/extras/TraplinePrefetchers.py",
         "AdjacentLinePrefetcher": "trapline's gem5 only: gem5_configs/changes/prefetchers/extras/TraplinePrefetchers.py",
         "MissOverlap": "trapline's gem5 only: gem5_configs/changes/overlap-stats/extras/MissOverlap.py",
+        "RedirectPath": "src/sim/RedirectPath.py (app_path, host_paths; System.redirect_paths, src/sim/System.py)",
     },
     "m5.util.convert": {"toMemorySize": "src/python/m5/util/convert.py (as gem5/components/memory/simple.py uses it)"},
     "gem5.components.memory.abstract_memory_system": {
@@ -569,6 +570,9 @@ def _fake_gem5():
     class MissOverlap(_SimObject):
         pass
 
+    class RedirectPath(_SimObject):
+        pass
+
     def toMemorySize(s):
         return int(s[:-3]) * {"KiB": 1024, "MiB": 1024 ** 2, "GiB": 1024 ** 3}[s[-3:]]
 
@@ -763,8 +767,10 @@ def test_run_se_runs_against_stand_ins(fake_gem5, tmp_path, capsys, monkeypatch)
     out = tmp_path / "m5out"
     fake_gem5["m5"].options.outdir = str(out)
     script = GEM5_CONFIGS / "run_se.py"
-    monkeypatch.setattr(sys, "argv", [str(script), "--params", str(js), "--cpu", "minor", "--argv0", "./prog", "--",
-                                      str(exe), "a", "b"])
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    monkeypatch.setattr(sys, "argv", [str(script), "--params", str(js), "--cpu", "minor", "--argv0", "./prog",
+                                      "--etc", str(etc), "--", str(exe), "a", "b"])
     monkeypatch.setattr(sys, "path", list(sys.path))
     exec(compile(script.read_text(), str(script), "exec"), {"__file__": str(script), "__name__": "__m5_main__"})
     o = capsys.readouterr()
@@ -775,6 +781,9 @@ def test_run_se_runs_against_stand_ins(fake_gem5, tmp_path, capsys, monkeypatch)
     # loaded from its path, run as --argv0 names it (the path would be on its stack)
     (process,) = sim.board.get_processor().get_cores()[0].cpu.workload
     assert process.executable == str(exe) and process.cmd == ["./prog", "a", "b"]
+    # its /etc is --etc's folder (the whole folder: gem5 redirects folders, not single files)
+    (redirect,) = sim.board.redirect_paths
+    assert (redirect.app_path, redirect.host_paths) == ("/etc", [str(etc)])
     assert sim.board.get_processor().cpu_type.value == "minor"
     assert P.Gem5Params.from_json((out / "trapline-params.json").read_text()).machine == "ultrasparc-t1"
 

@@ -402,6 +402,49 @@ def test_a_program_runs_as_dot_slash_its_name_with_the_same_stack_and_heap_where
     assert seen[0] == seen[1]
 
 
+ETC_PROBE = r"""
+#include <stdio.h>
+#include <unistd.h>
+
+int main(void)
+{
+    printf("ld.so.cache %d ld.so.preload %d\n", access("/etc/ld.so.cache", F_OK), access("/etc/ld.so.preload", F_OK));
+    return 0;
+}
+"""
+# a shell that bind-mounts its $0 over /etc/ld.so.cache in a mount namespace of its own, then runs "$@"
+OTHER_LDSO_CACHE = ["unshare", "-rm", "sh", "-c", 'mount --bind "$0" /etc/ld.so.cache && exec "$@"']
+
+
+def test_a_dynamic_program_sees_the_same_etc_whatever_the_hosts_ld_so_cache(gem5_binary, tmp_path, monkeypatch):
+    """gem5 answers a program's system calls with the host's files: a dynamically linked program's ld.so
+    opened the host's /etc/ld.so.cache, mapped it and searched it for libc.so.6, so its instructions and
+    where libc landed (and plt-itlb's figures) followed the Debian packages installed. The program gets an
+    empty /etc of its run's own (run.GUEST_ETC): the same run with another file over the host's
+    /etc/ld.so.cache (a bind mount in a mount namespace of gem5's own) is the same run, tick for tick."""
+    if not os.path.isfile("/etc/ld.so.cache"):
+        pytest.skip("this host has no /etc/ld.so.cache to replace")
+    other = tmp_path / "other.cache"
+    other.write_bytes(b"")  # any other file: ld.so would find no cache in it and search its folders
+    if subprocess.run([*OTHER_LDSO_CACHE, str(other), "true"], capture_output=True).returncode:
+        pytest.skip("cannot bind-mount over /etc/ld.so.cache in a mount namespace here (unshare -rm)")
+    src = tmp_path / "probe.c"
+    src.write_text(ETC_PROBE)
+    subprocess.run(["gcc", "-O1", "-o", str(tmp_path / "probe"), str(src)], check=True)
+    m = M.load("x86-2012-server")
+    seen = []
+    for namespaced in (False, True):
+        if namespaced:
+            real = run.run_command
+            monkeypatch.setattr(run, "run_command", lambda cmd, *a, **k: real([*OTHER_LDSO_CACHE, str(other), *cmd],
+                                                                              *a, **k))
+        r = run.simulate(m, [str(tmp_path / "probe")], cpu="timing", cwd=tmp_path, gem5=gem5_binary)
+        assert r.error is None and r.status == 0, r.stderr[-2000:]
+        seen.append((r.stdout, r.ticks, r.tail_region["instructions_since_start"]))
+    assert seen[0][0] == "ld.so.cache -1 ld.so.preload -1\n", seen[0][0]
+    assert seen[0] == seen[1]
+
+
 def _per_op(out, prefix, name):
     return {c["variant"] + str(c.get("requestsize", "")): c["value"] / c["ops"]
             for c in out.counts if c["name"] == f"{prefix}_{name}"}
