@@ -39,8 +39,9 @@
  * an outstanding load returned waits for that load (a pointer chase, a
  * list, a tree: the next address is the loaded pointer plus a field
  * offset), among the last PROD loads of 4 or 8 bytes that missed or met a
- * line in flight (an older one, still outstanding, holds nothing back). An address computed from a loaded value in another way (an
- * index scaled into an array, a hash) is not seen as dependent. In system
+ * line in flight (an older one, still outstanding, holds nothing back). An
+ * address computed from a loaded value in another way (an index scaled into
+ * an array, a hash) is not seen as dependent. In system
  * mode the plugin cannot read guest memory, and every load miss waits for
  * the outstanding loads: the misses of a guest lane are serial, as with
  * core=inorder.
