@@ -129,11 +129,9 @@ def main(argv):
         for process in core.get_simobject().workload:
             process.cmd = argv
 
-    # /etc as --etc says (trapline: an empty folder of the run's), not the host's: a dynamically linked
-    # program's ld.so opens /etc/ld.so.cache, maps it and searches it for libc.so.6, and asks for
-    # /etc/ld.so.preload, through gem5's system calls on the host's files, so the program's instructions
-    # and memory layout would follow the host's installed libraries. gem5 takes a RedirectPath's paths as
-    # folders (src/sim/redirect_path.cc, normalizePath, appends "/"), so one file cannot be redirected.
+    # /etc as --etc says, not the host's (why: trapline.platforms.gem5.run.GUEST_ETC, docs/gem5.md "The
+    # program's /etc"); a RedirectPath's paths are folders (src/sim/redirect_path.cc, normalizePath,
+    # appends "/"), so the folder is redirected, not /etc/ld.so.cache alone
     if args.etc is not None:
         board.redirect_paths = [RedirectPath(app_path="/etc", host_paths=[os.path.abspath(args.etc)])]
 

@@ -64,7 +64,7 @@ def test_bad_gem5_input_is_one_line(gem5_binary, tmp_path, args, words):
 
 def test_the_machines_name_their_gem5_cpu():
     from trapline import machine as M
-    from trapline.platforms import gem5 as G
+    from trapline.platforms.gem5 import engine as G
     want = {"x86-2012-server": "o3", "generic-2020s-x86": "o3", "ultrasparc-t1": "timing",
             "ultrasparc-iv-plus": "o3", "arm1176-rpi1": "minor"}
     assert {n: G.cpu_of(M.load(n)) for n in want} == want

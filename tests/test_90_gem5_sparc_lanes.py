@@ -137,7 +137,8 @@ def sparc_gem5_kernels(gem5_binary):
     """The sparc64 kernels the gem5 platform runs on this gem5 (glibc on trapline's, the
     freestanding runtime on a stock one: kernel_flavour)."""
     from trapline import build
-    from trapline.platforms.gem5 import binary, kernel_flavour
+    from trapline.platforms.gem5 import binary
+    from trapline.platforms.gem5.engine import kernel_flavour
     return build.build("sparc64", flavour=kernel_flavour("sparc64", binary.facts(gem5_binary)))
 
 

@@ -172,7 +172,7 @@ def test_a_static_glibc_sparc_program_starts_and_its_clocks_are_right(found_gem5
 
 def test_the_sparc_lanes_run_glibc_builds_on_trapline_gem5(found_gem5):
     trapline_gem5 = _needs(found_gem5, "sparc-glibc")
-    from trapline.platforms.gem5 import kernel_flavour
+    from trapline.platforms.gem5.engine import kernel_flavour
     assert kernel_flavour("sparc64", binary.facts(trapline_gem5)) == "gem5"
     prog = build.build("sparc64", flavour="gem5") / "sparc-spill-fill" / "spill-fill"
     syms = subprocess.run([build.ARCHES["sparc64"].objdump, "-t", str(prog)], capture_output=True, text=True,

@@ -34,17 +34,10 @@ from trapline.platforms.base import CommandOption, Engines, Platform
 from trapline.platforms.engine import SimulatorLane
 from trapline.platforms.gem5 import binary, stats
 
-# The engine's module (gem5's run, the machine export and its parameter tables) is imported
-# by the commands that run gem5, not by every command that lists the platforms' options.
+# The engine's module (gem5's run, the machine export and its parameter tables; Gem5Engine,
+# cpu_of, kernel_flavour) is imported by the commands that run gem5, not by every command that
+# lists the platforms' options.
 ENGINE = "trapline.platforms.gem5.engine"
-
-
-def __getattr__(name: str):
-    """Gem5Engine, cpu_of and kernel_flavour, as this package's callers name them: from the engine's module."""
-    if name in ("Gem5Engine", "cpu_of", "kernel_flavour"):
-        import importlib
-        return getattr(importlib.import_module(ENGINE), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def build_kernels(arches, log=None) -> list:
