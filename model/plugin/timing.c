@@ -205,13 +205,7 @@ void timing_install(void)
     lat_q8[3] = cfg.l3_lat << Q;
     n_fb = (unsigned)(cfg.l1d_mshrs ? cfg.l1d_mshrs : MAX_SLOTS);
     n_sq = (unsigned)(cfg.l2_mshrs ? cfg.l2_mshrs : MAX_SLOTS);
-    n_l3q = (unsigned)(cfg.l3_mshrs ? cfg.l3_mshrs : MAX_SLOTS);
-    if (n_fb > MAX_SLOTS)
-        n_fb = MAX_SLOTS;
-    if (n_sq > MAX_SLOTS)
-        n_sq = MAX_SLOTS;
-    if (n_l3q > MAX_SLOTS)
-        n_l3q = MAX_SLOTS;
+    n_l3q = (unsigned)(cfg.l3_mshrs ? cfg.l3_mshrs : MAX_SLOTS); /* each at most MAX_SLOTS: options.def's range */
     if (cfg.mem_channels)
         xfer_q8 = (uint64_t)llround((double)cfg.l1d_line / ((double)cfg.mem_width * cfg.mem_rate) * Q1);
     page_lines_shift = page_shift > l1d_shift ? page_shift - l1d_shift : 0;
