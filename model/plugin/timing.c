@@ -60,10 +60,11 @@
  *    stream prefetches up to N lines beyond the furthest prefetched, at most
  *    `distance` lines ahead of the access.
  * A prefetch is dropped when its line is already in the level or being
- * filled, and when it would leave the page (page_bounded); it takes an MSHR
- * of its level (waiting for one), fills the line there (and the levels below,
- * counted apart from demand accesses) and is useful when a demand access
- * uses the line before it is replaced.
+ * filled, when it would leave the page (page_bounded), when every MSHR of its
+ * level is busy, and when it misses the level below too and every MSHR there
+ * is busy (demand misses first); it takes an MSHR of its level, fills the
+ * line there (and the levels below, counted apart from demand accesses) and
+ * is useful when a demand access uses the line before it is replaced.
  *
  * Times here are in 1/256 cycles (Q8).
  */
@@ -471,6 +472,15 @@ static inline bool same_page(uint64_t a, uint64_t b)
     return (a >> page_lines_shift) == (b >> page_lines_shift);
 }
 
+/* The level below a prefetch into level `into` has every MSHR busy at `now` and would miss its line */
+static inline bool below_busy(VCpu *v, int into, uint64_t line, uint64_t now)
+{
+    Timing *t = v->t;
+    if (into == 1)
+        return have_l2 && pool_min(&t->sq) > now && !array_has(&v->l2, (line << l1d_shift) >> l2_shift);
+    return have_l3 && pool_min(&t->l3q) > now && !array_has(&v->l3, (line << l1d_shift) >> l3_shift);
+}
+
 /* One prefetch of `line` into level `into` (1: L1D, 2: L2) at time now. */
 static void prefetch_line(VCpu *v, int into, uint64_t line, uint64_t now, uint64_t insn)
 {
@@ -484,9 +494,10 @@ static void prefetch_line(VCpu *v, int into, uint64_t line, uint64_t now, uint64
     int lvl;
     if (into == 1 ? array_has(&v->l1d, line) : !have_l2 || array_has(&v->l2, (line << l1d_shift) >> l2_shift))
         return;
-    /* demand misses come first: a prefetch goes only when one of its level's MSHRs is free (as gem5's
-     * caches send a queued prefetch only then) */
-    if ((into == 1 ? pool_min(&t->fb) : pool_min(&t->sq)) > now) {
+    /* demand misses come first: a prefetch goes only when one of its level's MSHRs is free, and one of the
+     * level below's when it misses there too (gem5's caches send a queued prefetch only when an MSHR is free
+     * and no demand miss waits to be sent, and a cache whose MSHRs are all busy takes no miss) */
+    if (pool_min(into == 1 ? &t->fb : &t->sq) > now || below_busy(v, into, line, now)) {
         v->c.hwpf_dropped++;
         return;
     }
