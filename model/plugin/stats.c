@@ -103,7 +103,7 @@ static inline uint64_t round_cycles(double x)
  * traps, locks, windows, entries, waits, each into p[] (CYC_IFETCH, CYC_TLB ... CYC_WAIT); their sum.
  * (An L1I miss costs the latency of the level that served it minus the L1 hit latency already in
  * the base; memory latencies were summed per access, numa_lat[vCPU node][memory node].) */
-static inline uint64_t serial_parts(const Counters *c, uint64_t *p)
+static inline __attribute__((always_inline)) uint64_t serial_parts(const Counters *c, uint64_t *p)
 {
     uint64_t l1i_mem = c->l1i_misses - c->l1i_miss_l2hit - c->l1i_miss_l3hit;
     uint64_t l2lat = have_l2 ? cfg.l2_lat : 0, l3lat = have_l3 ? cfg.l3_lat : 0;
@@ -120,6 +120,7 @@ static inline uint64_t serial_parts(const Counters *c, uint64_t *p)
     p[CYC_PF] = c->pf_trapped * cfg.prefetch_trap;
     p[CYC_WIN] = (c->win_spills + c->win_fills) * cfg.window_trap;
     uint64_t entries = 0; /* system mode: exception / trap-table entries, each charged trap_entry */
+#pragma GCC unroll 8
     for (unsigned k = 0; k < 8; k++)
         entries += c->exceptions[k];
     p[CYC_ENTRY] = entries * cfg.trap_entry;

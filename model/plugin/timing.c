@@ -398,7 +398,7 @@ static inline __attribute__((always_inline)) uint64_t path_take(Path *p, uint64_
  * asked for at `start`: the MSHRs it takes, the channel; returns when the
  * line is there. l1: it takes an L1D MSHR too (a demand miss, an L1
  * prefetch). */
-static uint64_t fill(VCpu *v, uint64_t line, int lvl, uint64_t mem_q8, uint64_t *startp, bool l1, uint64_t not_before)
+static inline __attribute__((always_inline)) uint64_t fill(VCpu *v, uint64_t line, int lvl, uint64_t mem_q8, uint64_t *startp, bool l1, uint64_t not_before)
 {
     uint64_t start = *startp;
     Timing *t = v->t;
@@ -448,16 +448,17 @@ static inline Pft *pft_of(Timing *t, uint64_t line)
     return &t->pft[pft_index(line)];
 }
 
-/* the line the entry e holds */
-static inline uint64_t *pft_line(Timing *t, const Pft *e)
+/* the line held by the entry of `line` (pft_of's: the same index, not a pointer difference, which
+ * divides by the entry's 24 bytes) */
+static inline uint64_t *pft_line(Timing *t, uint64_t line)
 {
-    return &t->pft_line[e - t->pft];
+    return &t->pft_line[pft_index(line)];
 }
 
-static void pft_put(VCpu *v, uint64_t line, uint64_t done, uint64_t now, uint64_t insn, uint8_t pf)
+static inline __attribute__((always_inline)) void pft_put(VCpu *v, uint64_t line, uint64_t done, uint64_t now, uint64_t insn, uint8_t pf)
 {
     Pft *e = pft_of(v->t, line);
-    *pft_line(v->t, e) = line;
+    *pft_line(v->t, line) = line;
     e->done = done;
     e->insn_done = insn + (cpi_q8 ? (done > now ? per_cpi(done - now + cpi_q8 - 1) : 0) : 0) + 1;
     e->pf = pf;
@@ -486,7 +487,7 @@ static void prefetch_line(VCpu *v, int into, uint64_t line, uint64_t now, uint64
 {
     Timing *t = v->t;
     Pft *e = pft_of(t, line);
-    bool filling = *pft_line(t, e) == line && insn < e->insn_done;
+    bool filling = *pft_line(t, line) == line && insn < e->insn_done;
     if (filling && (into == 2 || e->pf != PF_L2))
         return; /* being filled into this level */
     /* an L1D prefetch of a line on its way to the L2 comes with that fill */
@@ -761,7 +762,7 @@ void timing_access(VCpu *v, const InsnDesc *d, uint64_t vaddr, uint64_t paddr, u
     Pft *e = pft_of(t, line);
     if (misses == before->misses) {
         /* an L1D hit: only a line still being filled, or prefetched and not used yet, matters */
-        if (LIKELY(*pft_line(t, e) != line))
+        if (LIKELY(*pft_line(t, line) != line))
             return;
         bool inflight = insn < e->insn_done;
         if (inflight && e->pf == PF_L1) /* the first demand access of a line its prefetch is still filling */
@@ -786,7 +787,7 @@ void timing_access(VCpu *v, const InsnDesc *d, uint64_t vaddr, uint64_t paddr, u
             train(v, 1, line, t->cur_pc, paddr, now, insn, false, true);
         }
         if (!inflight && e->pf == PF_NONE)
-            *pft_line(t, e) = INVALID_TAG;
+            *pft_line(t, line) = INVALID_TAG;
         return;
     }
     /* an L1D miss: served by the L2, the L3 or memory (what the counts moved by) */
@@ -820,7 +821,7 @@ void timing_access(VCpu *v, const InsnDesc *d, uint64_t vaddr, uint64_t paddr, u
     }
     /* a line on its way (a prefetch into the L2, or a fill this L1 lost to an eviction) comes no
      * sooner than that fill */
-    bool held = *pft_line(t, e) == line;
+    bool held = *pft_line(t, line) == line;
     uint64_t not_before = held && insn < e->insn_done ? e->done : 0;
     bool pf_l2 = held && e->pf == PF_L2 && lvl == 2;
     uint64_t done = fill(v, line, lvl, mem_q8, &start, true, not_before);
