@@ -647,6 +647,8 @@ void timing_guest_base(uint64_t haddr, uint64_t vaddr); /* user mode: where the 
 /* after the cache model counted one data access (its counts before it in *before) */
 void timing_access(VCpu *v, const InsnDesc *d, uint64_t vaddr, uint64_t paddr, unsigned size, bool store,
                    const AccessMark *before);
+/* user mode: an L1D hit on a line VCpu.watch holds (the access counted; paddr = vaddr) */
+void timing_hit(VCpu *v, const InsnDesc *d, uint64_t vaddr, unsigned size, bool store);
 void timing_drain(VCpu *v, uint64_t insn);  /* a marker, the end: every outstanding access completes */
 static inline void access_mark(const VCpu *v, AccessMark *m)
 {

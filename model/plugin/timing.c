@@ -368,12 +368,14 @@ static inline __attribute__((always_inline)) uint64_t path_take(Path *p, uint64_
     }
     /* the first gap at or after done: the ends it is past, then the ones it meets (each moves it to
      * that end: the ends held are q apart or more, so it meets them in a row), then none; done goes in
-     * at k, after the ends below it */
+     * at k, after the ends below it. The ends it meets or precedes are the last ones (ascending), found
+     * from the top: a fill mostly ends among the latest (a path kept busy by a stream holds about as
+     * many ends as it has slots, nearly all before the new one) */
     unsigned k = n;
     if (n && done < e[n - 1] + q) { /* not after every transfer held */
-        k = 0;
-        while (e[k] + q <= done)
-            k++;
+        k = n - 1;
+        while (k && e[k - 1] + q > done)
+            k--;
         while (k < n && e[k] < done + q)
             done = e[k++] + q;
     }
@@ -466,7 +468,20 @@ static inline __attribute__((always_inline)) void pft_put(VCpu *v, uint64_t line
 
 /* ------------------------------------------------------------ prefetchers */
 
-static void l2_access(VCpu *v, uint64_t line, uint64_t now, uint64_t insn, bool miss, bool pf_hit);
+static __attribute__((noinline)) void prefetch_l1(VCpu *v, uint64_t line, uint64_t now, uint64_t insn);
+static __attribute__((noinline)) void prefetch_l2(VCpu *v, uint64_t line, uint64_t now, uint64_t insn);
+static inline void l2_access(VCpu *v, uint64_t line, uint64_t now, uint64_t insn, bool miss, bool pf_hit);
+
+/* a prefetch into level lvl (1 or 2, a constant where it is asked for: each level's prefetch is a function of
+ * its own, every choice between the levels made when it is compiled) */
+#define HOTI __attribute__((always_inline))
+static inline HOTI void prefetch_line(VCpu *v, int into, uint64_t line, uint64_t now, uint64_t insn)
+{
+    if (into == 1)
+        prefetch_l1(v, line, now, insn);
+    else
+        prefetch_l2(v, line, now, insn);
+}
 
 static inline bool same_page(uint64_t a, uint64_t b)
 {
@@ -483,7 +498,7 @@ static inline bool below_busy(VCpu *v, int into, uint64_t line, uint64_t now)
 }
 
 /* One prefetch of `line` into level `into` (1: L1D, 2: L2) at time now. */
-static void prefetch_line(VCpu *v, int into, uint64_t line, uint64_t now, uint64_t insn)
+static inline HOTI void prefetch_line_x(VCpu *v, const int into, uint64_t line, uint64_t now, uint64_t insn)
 {
     Timing *t = v->t;
     Pft *e = pft_of(t, line);
@@ -512,7 +527,7 @@ static void prefetch_line(VCpu *v, int into, uint64_t line, uint64_t now, uint64
         l2_access(v, line, now, insn, lvl != 2, false);
 }
 
-static void next_line(VCpu *v, int lvl, uint64_t line, uint64_t now, uint64_t insn, uint64_t degree, bool page)
+static inline HOTI void next_line(VCpu *v, const int lvl, uint64_t line, uint64_t now, uint64_t insn, uint64_t degree, bool page)
 {
     for (uint64_t k = 1; k <= degree; k++) {
         if (page && !same_page(line, line + k))
@@ -523,7 +538,7 @@ static void next_line(VCpu *v, int lvl, uint64_t line, uint64_t now, uint64_t in
 
 /* gem5's StridePrefetcher (src/mem/cache/prefetch/stride.cc), its default table; on physical addresses
  * as gem5's (use_virtual_addresses false), so that its lines are the caches' */
-static void ip_stride(VCpu *v, int lvl, uint64_t pc, uint64_t addr, uint64_t now, uint64_t insn)
+static inline HOTI void ip_stride(VCpu *v, const int lvl, uint64_t pc, uint64_t addr, uint64_t now, uint64_t insn)
 {
     Timing *t = v->t;
     uint64_t degree = lvl == 1 ? cfg.l1d_pf_stride : cfg.l2_pf_stride;
@@ -593,7 +608,7 @@ static inline void stream_touch(Streams *st, uint16_t i)
     st->head = i;
 }
 
-static void stream(VCpu *v, int lvl, uint64_t line, uint64_t now, uint64_t insn)
+static inline HOTI void stream(VCpu *v, const int lvl, uint64_t line, uint64_t now, uint64_t insn)
 {
     Timing *t = v->t;
     uint64_t degree = lvl == 1 ? cfg.l1d_pf_stream : cfg.l2_pf_stream;
@@ -655,7 +670,7 @@ static void stream(VCpu *v, int lvl, uint64_t line, uint64_t now, uint64_t insn)
 /* The prefetchers of a level, told of an access: a demand miss (miss), a
  * demand hit on a line the level prefetched (pf_hit), or any other access
  * (the stream prefetcher alone hears those). */
-static void train(VCpu *v, int lvl, uint64_t line, uint64_t pc, uint64_t addr, uint64_t now, uint64_t insn, bool miss,
+static inline HOTI void train(VCpu *v, const int lvl, uint64_t line, uint64_t pc, uint64_t addr, uint64_t now, uint64_t insn, bool miss,
                   bool pf_hit)
 {
     bool l1 = lvl == 1;
@@ -672,10 +687,20 @@ static void train(VCpu *v, int lvl, uint64_t line, uint64_t pc, uint64_t addr, u
         stream(v, lvl, line, now, insn);
 }
 
-static void l2_access(VCpu *v, uint64_t line, uint64_t now, uint64_t insn, bool miss, bool pf_hit)
+static inline HOTI void l2_access(VCpu *v, uint64_t line, uint64_t now, uint64_t insn, bool miss, bool pf_hit)
 {
     if (cfg.l2_pf_next || cfg.l2_pf_adj || cfg.l2_pf_stride || cfg.l2_pf_stream)
         train(v, 2, line, v->t->cur_pc, line << l1d_shift, now, insn, miss, pf_hit);
+}
+
+static __attribute__((noinline)) void prefetch_l1(VCpu *v, uint64_t line, uint64_t now, uint64_t insn)
+{
+    prefetch_line_x(v, 1, line, now, insn);
+}
+
+static __attribute__((noinline)) void prefetch_l2(VCpu *v, uint64_t line, uint64_t now, uint64_t insn)
+{
+    prefetch_line_x(v, 2, line, now, insn);
 }
 
 /* ------------------------------------------------------------ accesses */
@@ -752,6 +777,46 @@ static uint64_t depends(VCpu *v, uint64_t vaddr, uint64_t now)
     return dep;
 }
 
+/* An L1D hit on a line the timeline watches (VCpu.watch: still being filled, or prefetched and not
+ * used yet), at instruction insn: the memory callback's leaf calls it directly (it knows the access hit) */
+static inline __attribute__((always_inline)) void hit_watched(VCpu *v, const InsnDesc *d, uint64_t vaddr,
+                                                              uint64_t paddr, unsigned size, bool store,
+                                                              uint64_t insn)
+{
+    Timing *t = v->t;
+    uint64_t line = paddr >> l1d_shift;
+    Pft *e = pft_of(t, line);
+    bool inflight = insn < e->insn_done;
+    if (inflight && e->pf == PF_L1) /* the first demand access of a line its prefetch is still filling */
+        primary_miss(v, clock_at(v, insn), e->done);
+    if (inflight) {
+        v->c.l1d_inflight++;
+        if (store) {
+            if (t->sb_n && e->done > t->last_commit)
+                t->last_commit = e->done;
+        } else {
+            producer(v, vaddr, size, e->done);
+        }
+    }
+    if (e->pf == PF_L1) {
+        e->pf = PF_NONE;
+        if (inflight)
+            v->c.hwpf_late[0]++;
+        else
+            v->c.hwpf_useful[0]++;
+        uint64_t now = clock_at(v, insn);
+        t->cur_pc = d ? d->tb->ivaddr[d->idx] : 0;
+        train(v, 1, line, t->cur_pc, paddr, now, insn, false, true);
+    }
+    if (!inflight && e->pf == PF_NONE)
+        *pft_line(t, line) = INVALID_TAG;
+}
+
+void timing_hit(VCpu *v, const InsnDesc *d, uint64_t vaddr, unsigned size, bool store)
+{
+    hit_watched(v, d, vaddr, vaddr, size, store, insns_at(v, d));
+}
+
 void timing_access(VCpu *v, const InsnDesc *d, uint64_t vaddr, uint64_t paddr, unsigned size, bool store,
                    const AccessMark *before)
 {
@@ -764,30 +829,7 @@ void timing_access(VCpu *v, const InsnDesc *d, uint64_t vaddr, uint64_t paddr, u
         /* an L1D hit: only a line still being filled, or prefetched and not used yet, matters */
         if (LIKELY(*pft_line(t, line) != line))
             return;
-        bool inflight = insn < e->insn_done;
-        if (inflight && e->pf == PF_L1) /* the first demand access of a line its prefetch is still filling */
-            primary_miss(v, clock_at(v, insn), e->done);
-        if (inflight) {
-            v->c.l1d_inflight++;
-            if (store) {
-                if (t->sb_n && e->done > t->last_commit)
-                    t->last_commit = e->done;
-            } else {
-                producer(v, vaddr, size, e->done);
-            }
-        }
-        if (e->pf == PF_L1) {
-            e->pf = PF_NONE;
-            if (inflight)
-                v->c.hwpf_late[0]++;
-            else
-                v->c.hwpf_useful[0]++;
-            uint64_t now = clock_at(v, insn);
-            t->cur_pc = d ? d->tb->ivaddr[d->idx] : 0;
-            train(v, 1, line, t->cur_pc, paddr, now, insn, false, true);
-        }
-        if (!inflight && e->pf == PF_NONE)
-            *pft_line(t, line) = INVALID_TAG;
+        hit_watched(v, d, vaddr, paddr, size, store, insn);
         return;
     }
     /* an L1D miss: served by the L2, the L3 or memory (what the counts moved by) */

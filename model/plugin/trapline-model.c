@@ -538,9 +538,7 @@ static __attribute__((noinline)) void mem_ooo_line(VCpu *v, const InsnDesc *d, q
 static __attribute__((noinline)) void mem_ooo_watched(VCpu *v, const InsnDesc *d, qemu_plugin_meminfo_t info,
                                                       uint64_t vaddr, unsigned st)
 {
-    AccessMark m;
-    access_mark(v, &m); /* after the hit: timing_access sees no miss */
-    timing_access(v, d, vaddr, vaddr, 1u << ((info >> 4) & 7), st, &m);
+    timing_hit(v, d, vaddr, 1u << ((info >> 4) & 7), st);
 }
 
 static inline __attribute__((always_inline)) void mem_ooo_body(unsigned int vi, qemu_plugin_meminfo_t info,
