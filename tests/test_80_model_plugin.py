@@ -506,6 +506,46 @@ def test_instruction_count_matches_reference_plugin(arch, exe, args, plugin, bin
     assert stats["total"]["instructions"] == ref
 
 
+REP_STOSB_C = r"""
+/* rep stosb of argv[1] bytes (QEMU 7.2 runs one iteration per execution of its block, the
+ * instruction alone: the plugin's rep_exec_lean) */
+#include <stdio.h>
+#include <stdlib.h>
+static char buf[1 << 20];
+int main(int argc, char **argv)
+{
+    void *p = buf;
+    unsigned long n = strtoul(argv[1], 0, 0);
+    __asm__ volatile("rep stosb" : "+D"(p), "+c"(n) : "a"(1) : "memory");
+    printf("%d\n", buf[n / 2]);
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("machine_opts", [False, True])
+def test_a_rep_string_block_counts_every_iteration(machine_opts, plugin, bins, tmp_path):
+    """A block that is one rep stosb takes one callback for the block and the instruction
+    (rep_exec_lean): every execution counted as the reference counter counts it (repeats=1),
+    each a repeat after the first, each byte one L1D store, with the default options and with
+    x86-2012-server's (its timeline and prefetchers)."""
+    (tmp_path / "rep.c").write_text(REP_STOSB_C)
+    exe = tmp_path / "rep"
+    subprocess.run(["gcc", "-O1", "-static", "-o", str(exe), str(tmp_path / "rep.c")], check=True, timeout=120)
+    opts = dict(a.split("=", 1) for a in P.args(M.load("x86-2012-server"))) if machine_opts else {}
+    got = {}
+    for n in (64, 200000):
+        _, stats, _ = run_model(plugin, "x86_64", exe, [n], opts, tmp_path)
+        got[n] = stats["total"]
+        r = subprocess.run([QEMU["x86_64"], "-plugin", f"{bins['insn-count']},repeats=1", str(exe), str(n)],
+                           capture_output=True, text=True, timeout=300)
+        assert got[n]["instructions"] == int(r.stderr.split("insn-count")[-1].split()[0]), (n, r.stderr)
+    # (the longer argument costs strtoul a few more instructions and stores of its own)
+    assert got[200000]["rep_repeats"] - got[64]["rep_repeats"] == 200000 - 64, got
+    stores = got[200000]["memory_accesses"]["stores"] - got[64]["memory_accesses"]["stores"]
+    assert 200000 - 64 <= stores < 200000, stores
+
+
 # ------------------------------------------------------ locks, prefetch, regions
 
 

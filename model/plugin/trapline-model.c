@@ -168,7 +168,8 @@ static void tail_exec(VCpu *v, const InsnDesc *d)
     }
 }
 
-static void special_exec(unsigned int vi, void *ud)
+/* REP: the instruction is known to be a repeated string instruction that is nothing else (rep_exec_lean) */
+static inline __attribute__((always_inline)) void special_body(unsigned int vi, void *ud, const bool REP)
 {
     VCpu *v = vcpus[vi];
     const InsnDesc *d = ud;
@@ -185,11 +186,11 @@ static void special_exec(unsigned int vi, void *ud)
         if (d->special != SP_ROI_BEGIN && d->special != SP_ROI_END)
             return;
     } else {
-        if (audit_faults)
+        if (!REP && audit_faults)
             audit_progress(v, d->idx);
-        if (UNLIKELY(d->tail))
+        if (!REP && UNLIKELY(d->tail))
             tail_exec(v, d);
-        if (d->rep) {
+        if (REP || d->rep) {
             /* a repeat: the same instruction again with nothing executed between (its block is itself) */
             uint64_t pc = d->tb->ivaddr[d->idx];
             v->c.rep_repeats += pc == v->rep_pc && v->c.insns == v->rep_mark + 1;
@@ -197,6 +198,8 @@ static void special_exec(unsigned int vi, void *ud)
             v->rep_mark = v->c.insns;
         }
     }
+    if (REP)
+        return;
     switch (d->special) {
     case SP_SAVE:
     case SP_RESTORE:
@@ -243,6 +246,11 @@ static void special_exec(unsigned int vi, void *ud)
         break;
     }
     }
+}
+
+static void special_exec(unsigned int vi, void *ud)
+{
+    special_body(vi, ud, false);
 }
 
 /* The block callback. It is one body with the features a run may have as
@@ -318,7 +326,7 @@ static __attribute__((noinline)) void tb_lean_slow(unsigned int vi, void *ud)
  * the page the one fetched last or the most recent of its ITLB set: every
  * fetch a hit that changes nothing, tb_exec_t's counts without its loops
  * (a loop body across a line boundary is two runs) */
-static void tb_exec_lean(unsigned int vi, void *ud)
+static inline __attribute__((always_inline)) void tb_lean_body(unsigned int vi, void *ud)
 {
     VCpu *v = vcpus[vi];
     const TBDesc *t = ud;
@@ -334,6 +342,21 @@ static void tb_exec_lean(unsigned int vi, void *ud)
         return;
     }
     tb_lean_slow(vi, ud);
+}
+
+static void tb_exec_lean(unsigned int vi, void *ud)
+{
+    tb_lean_body(vi, ud);
+}
+
+/* a lean run's block that is one repeated string instruction and nothing else (memset's and memcpy's
+ * rep stosb / rep movsb, QEMU 7.2 runs one iteration per block): its block and instruction callbacks in
+ * one, in their order (the block's first) */
+static void rep_exec_lean(unsigned int vi, void *ud)
+{
+    const InsnDesc *d = ud;
+    tb_lean_body(vi, (void *)d->tb);
+    special_body(vi, ud, true);
 }
 
 static void tb_exec_audit(unsigned int vi, void *ud) /* the same with the audit (SPARC) */
@@ -762,8 +785,12 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
     /* the callbacks of this run's features (tb_exec_t, mem_exec_t): a run in
      * user mode without fast_forward= or trace= gets the lean ones */
     bool lean = !cfg.fast_forward && !system_mode && !trace_fp;
-    qemu_plugin_register_vcpu_tb_exec_cb(tb, !lean ? tb_exec : audit_faults ? tb_exec_audit : tb_exec_lean,
-                                         QEMU_PLUGIN_CB_NO_REGS, t);
+    bool rep_only = lean && !audit_faults && n == 1 && t->insn[0].rep && !t->insn[0].special && !t->insn[0].tail;
+    if (rep_only)
+        qemu_plugin_register_vcpu_tb_exec_cb(tb, rep_exec_lean, QEMU_PLUGIN_CB_NO_REGS, &t->insn[0]);
+    else
+        qemu_plugin_register_vcpu_tb_exec_cb(tb, !lean ? tb_exec : audit_faults ? tb_exec_audit : tb_exec_lean,
+                                             QEMU_PLUGIN_CB_NO_REGS, t);
     if (ooo_on)
         timing_guest_base((uint64_t)(uintptr_t)qemu_plugin_insn_haddr(qemu_plugin_tb_get_insn(tb, 0)), vaddr);
     for (size_t i = 0; i < n; i++) {
@@ -775,7 +802,7 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
                                                                   : mem_exec_leaf)
                                          : !lean || d->locked ? mem_exec : mem_exec_leaf,
                                          QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW, d);
-        if (d->special || d->tail || d->rep)
+        if ((d->special || d->tail || d->rep) && !rep_only)
             qemu_plugin_register_vcpu_insn_exec_cb(insn, special_exec, QEMU_PLUGIN_CB_NO_REGS, d);
         int64_t simm;
         if (UNLIKELY(cfg.ctx_switch) && context_insn(qemu_plugin_insn_data(insn), qemu_plugin_insn_size(insn),
