@@ -55,7 +55,11 @@
  *  - the plugin is built with -flto, so these paths inline across files, and
  *    the miss walk's steps are always inlined (caches.c, HOT);
  *  - instruction exec callbacks only on the few instructions that need one
- *    (ROI markers, SPARC save/restore/return/flushw, prefetches);
+ *    (ROI markers, SPARC save/restore/return/flushw, prefetches, x86 rep
+ *    string instructions); a lean run's block that is a rep string
+ *    instruction alone (QEMU 7.2 runs one iteration per block: memset's and
+ *    memcpy's rep stosb and rep movsb) has one callback for both
+ *    (rep_exec_lean);
  *  - all decoding (locked RMW, prefetch function codes, marker encodings,
  *    SPARC access widths) happens at translation time; translation-block
  *    descriptors are deduplicated by address and bytes, so retranslation
