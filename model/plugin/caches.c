@@ -16,8 +16,7 @@
 /* The miss walk's steps (l1d_read, lower_read, l3_read, the DTLB's
  * tlb_access) are inlined into their callers: as calls they cost a random
  * access that misses down to the L3 about 50 host instructions of calls and
- * saved registers (x86_64 -7 to -9%, sparc64 -11% in interleaved A/B runs). */
-#define HOT __attribute__((always_inline))
+ * saved registers (x86_64 -7 to -9%, sparc64 -11% in interleaved A/B runs): HOT (model.h). */
 #define X86_L3_TAIL 16 /* x86_shape's L3: 20 ways, SPLIT_HEAD in the head */
 
 static uint64_t *tags_alloc(uint64_t entries, unsigned set_bytes)

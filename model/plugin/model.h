@@ -27,6 +27,8 @@
 
 #define LIKELY(x) __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
+/* a step of a hot path inlined into its callers (caches.c's miss walk, timing.c's prefetchers) */
+#define HOT __attribute__((always_inline))
 
 #define MAX_VCPUS 1024
 #define MAX_REGIONS 100000

@@ -474,8 +474,7 @@ static inline void l2_access(VCpu *v, uint64_t line, uint64_t now, uint64_t insn
 
 /* a prefetch into level lvl (1 or 2, a constant where it is asked for: each level's prefetch is a function of
  * its own, every choice between the levels made when it is compiled) */
-#define HOTI __attribute__((always_inline))
-static inline HOTI void prefetch_line(VCpu *v, int into, uint64_t line, uint64_t now, uint64_t insn)
+static inline HOT void prefetch_line(VCpu *v, int into, uint64_t line, uint64_t now, uint64_t insn)
 {
     if (into == 1)
         prefetch_l1(v, line, now, insn);
@@ -498,7 +497,7 @@ static inline bool below_busy(VCpu *v, int into, uint64_t line, uint64_t now)
 }
 
 /* One prefetch of `line` into level `into` (1: L1D, 2: L2) at time now. */
-static inline HOTI void prefetch_line_x(VCpu *v, const int into, uint64_t line, uint64_t now, uint64_t insn)
+static inline HOT void prefetch_line_x(VCpu *v, const int into, uint64_t line, uint64_t now, uint64_t insn)
 {
     Timing *t = v->t;
     Pft *e = pft_of(t, line);
@@ -527,7 +526,7 @@ static inline HOTI void prefetch_line_x(VCpu *v, const int into, uint64_t line, 
         l2_access(v, line, now, insn, lvl != 2, false);
 }
 
-static inline HOTI void next_line(VCpu *v, const int lvl, uint64_t line, uint64_t now, uint64_t insn, uint64_t degree, bool page)
+static inline HOT void next_line(VCpu *v, const int lvl, uint64_t line, uint64_t now, uint64_t insn, uint64_t degree, bool page)
 {
     for (uint64_t k = 1; k <= degree; k++) {
         if (page && !same_page(line, line + k))
@@ -538,7 +537,7 @@ static inline HOTI void next_line(VCpu *v, const int lvl, uint64_t line, uint64_
 
 /* gem5's StridePrefetcher (src/mem/cache/prefetch/stride.cc), its default table; on physical addresses
  * as gem5's (use_virtual_addresses false), so that its lines are the caches' */
-static inline HOTI void ip_stride(VCpu *v, const int lvl, uint64_t pc, uint64_t addr, uint64_t now, uint64_t insn)
+static inline HOT void ip_stride(VCpu *v, const int lvl, uint64_t pc, uint64_t addr, uint64_t now, uint64_t insn)
 {
     Timing *t = v->t;
     uint64_t degree = lvl == 1 ? cfg.l1d_pf_stride : cfg.l2_pf_stride;
@@ -608,7 +607,7 @@ static inline void stream_touch(Streams *st, uint16_t i)
     st->head = i;
 }
 
-static inline HOTI void stream(VCpu *v, const int lvl, uint64_t line, uint64_t now, uint64_t insn)
+static inline HOT void stream(VCpu *v, const int lvl, uint64_t line, uint64_t now, uint64_t insn)
 {
     Timing *t = v->t;
     uint64_t degree = lvl == 1 ? cfg.l1d_pf_stream : cfg.l2_pf_stream;
@@ -670,7 +669,7 @@ static inline HOTI void stream(VCpu *v, const int lvl, uint64_t line, uint64_t n
 /* The prefetchers of a level, told of an access: a demand miss (miss), a
  * demand hit on a line the level prefetched (pf_hit), or any other access
  * (the stream prefetcher alone hears those). */
-static inline HOTI void train(VCpu *v, const int lvl, uint64_t line, uint64_t pc, uint64_t addr, uint64_t now, uint64_t insn, bool miss,
+static inline HOT void train(VCpu *v, const int lvl, uint64_t line, uint64_t pc, uint64_t addr, uint64_t now, uint64_t insn, bool miss,
                   bool pf_hit)
 {
     bool l1 = lvl == 1;
@@ -687,7 +686,7 @@ static inline HOTI void train(VCpu *v, const int lvl, uint64_t line, uint64_t pc
         stream(v, lvl, line, now, insn);
 }
 
-static inline HOTI void l2_access(VCpu *v, uint64_t line, uint64_t now, uint64_t insn, bool miss, bool pf_hit)
+static inline HOT void l2_access(VCpu *v, uint64_t line, uint64_t now, uint64_t insn, bool miss, bool pf_hit)
 {
     if (cfg.l2_pf_next || cfg.l2_pf_adj || cfg.l2_pf_stride || cfg.l2_pf_stream)
         train(v, 2, line, v->t->cur_pc, line << l1d_shift, now, insn, miss, pf_hit);
